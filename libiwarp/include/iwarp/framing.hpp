@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// MPA Full Operation framing (RFC 5044 §4-§6): FPDU = ULPDU_Length | ULPDU | PAD |
+// CRC, with a 4-octet marker every 512 octets of stream when the receiver asked
+// for markers. Sans-IO in both directions:
+//  - FpduTx turns a ULPDU given as pieces (header octets, then spans of user
+//    memory) into a gather list; the payload is never copied.
+//  - FpduRx is told the bytes that arrived and says where the next ones go; the
+//    ULPDU octets go wherever its UlpduSink says (for the data path: straight into
+//    registered memory), so the socket can be read into place.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "iwarp/wire.hpp"
+
+namespace iwarp {
+
+// One FPDU ready for the wire, as a gather list. Octets the framer generates
+// (markers, ULPDU_Length, DDP/RDMAP header copy, PAD, CRC) live in the frame;
+// payload pieces point at the caller's memory, which must stay unchanged until
+// the frame has been written.
+class TxFrame {
+ public:
+  // Appends this frame's remaining pieces to `out` (for writev).
+  void gather(std::vector<ConstBytes>& out) const;
+  std::size_t remaining() const { return total_ - sent_; }
+  std::size_t size() const { return total_; }
+  std::size_t piece_count() const { return pieces_.size() - first_piece_; }
+  // `n` more octets were written; returns true when the frame is fully sent.
+  bool consume(std::size_t n);
+  // Copy of the whole frame (tests, the protocol demo, the startup machine).
+  std::vector<std::byte> to_bytes() const;
+  void clear();
+
+ private:
+  friend class FpduTx;
+  struct Piece {
+    const std::byte* ext;  // nullptr: octets at arena_[off]
+    std::uint32_t off;
+    std::uint32_t len;
+  };
+  ConstBytes piece_bytes(const Piece& p) const {
+    return {p.ext ? p.ext : arena_.data() + p.off, p.len};
+  }
+  void add_internal(ConstBytes b);
+  void add_external(ConstBytes b);
+
+  // Markers: at most one per 512 octets of a maximum FPDU, plus header, PAD, CRC.
+  static constexpr std::size_t kArenaSize =
+      (kMpaLenField + kMaxUlpdu + 3 + kCrcLen) / kMarkerSpacing * kMarkerLen + 2 * kMarkerLen +
+      kMpaLenField + 128 + 3 + kCrcLen;
+  std::array<std::byte, kArenaSize> arena_{};
+  std::size_t arena_used_ = 0;
+  std::vector<Piece> pieces_;
+  std::size_t total_ = 0;
+  std::size_t sent_ = 0;
+  std::size_t first_piece_ = 0;  // first piece not fully sent
+  std::size_t first_off_ = 0;    // octets of it already sent
+};
+
+// Transmit half of one MPA connection.
+class FpduTx {
+ public:
+  FpduTx() = default;
+  FpduTx(bool crc, bool markers) : crc_(crc), markers_(markers) {}
+
+  // Frames one ULPDU: `header` (copied; at most 128 octets) followed by
+  // `payload` (referenced). header + payload must not exceed kMaxUlpdu.
+  void frame(ConstBytes header, std::span<const ConstBytes> payload, TxFrame& out);
+  // Convenience: frame and return the octets.
+  std::vector<std::byte> frame_bytes(ConstBytes header, std::span<const ConstBytes> payload = {});
+
+  // Octets of stream produced so far (markers included), for marker placement.
+  std::uint64_t stream_offset() const { return pos_; }
+  bool crc() const { return crc_; }
+  bool markers() const { return markers_; }
+
+ private:
+  // Appends `b`, splitting it at marker positions; `fpdu_start` is the stream
+  // offset of the ULPDU_Length field the markers point back to.
+  void emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered);
+  void emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered);
+
+  bool crc_ = true;
+  bool markers_ = false;
+  std::uint64_t pos_ = 0;
+  std::uint64_t fpdu_start_ = 0;
+  std::uint32_t crc_state_ = 0;
+};
+
+// Where a received ULPDU goes. The deframer calls these in order, for each FPDU:
+// ulpdu_begin, then ulpdu_dest/ulpdu_landed pairs until `len` octets landed, then
+// ulpdu_end.
+class UlpduSink {
+ public:
+  virtual ~UlpduSink() = default;
+  // ULPDU_Length octets follow. Returning an error stops the stream (the
+  // deframer reports it through ulpdu_end and delivers nothing more).
+  virtual std::optional<TermCode> ulpdu_begin(std::size_t len) = 0;
+  // Where the ULPDU octets from `offset` on go; at least 1 and at most `max` octets.
+  virtual MutBytes ulpdu_dest(std::size_t offset, std::size_t max) = 0;
+  // `n` octets landed in the span ulpdu_dest returned. An error stops the stream.
+  virtual std::optional<TermCode> ulpdu_landed(std::size_t offset, std::size_t n) = 0;
+  // The FPDU is complete; `error` is a CRC or marker error (RFC 5044 §8) if any.
+  virtual void ulpdu_end(std::optional<TermCode> error) = 0;
+};
+
+// Receive half of one MPA connection (RFC 5044 §5.2, §6: in-order receiver that
+// finds FPDU boundaries through ULPDU_Length and checks every marker).
+class FpduRx {
+ public:
+  FpduRx() = default;
+  FpduRx(bool crc, bool markers, std::size_t max_ulpdu = kMaxUlpdu)
+      : crc_(crc), markers_(markers), max_ulpdu_(max_ulpdu) {}
+
+  void set_sink(UlpduSink* sink) { sink_ = sink; }
+
+  // Where the next received octets go (never empty). After an error it is a
+  // scratch area: the stream is drained and ignored (RFC 5044 §8, MPA-074).
+  MutBytes next();
+  // `n` octets (<= next().size()) were written to next().
+  void advance(std::size_t n);
+  // Copies `in` through next()/advance(); returns octets consumed (all of them).
+  std::size_t feed(ConstBytes in);
+
+  // The first error seen, if any (MPA code, or whatever the sink returned).
+  std::optional<TermCode> error() const { return error_; }
+  std::uint64_t stream_offset() const { return pos_; }
+  // True when no FPDU is partly received (a clean point to stop or to close).
+  bool at_fpdu_boundary() const { return state_ == State::Length && got_ == 0; }
+
+ private:
+  enum class State { Length, Ulpdu, Pad, Crc };
+  void fail(TermCode c);
+  void enter(State s);
+  std::size_t until_marker() const;
+
+  bool crc_ = true;
+  bool markers_ = false;
+  std::size_t max_ulpdu_ = kMaxUlpdu;
+  UlpduSink* sink_ = nullptr;
+
+  State state_ = State::Length;
+  std::uint64_t pos_ = 0;         // stream octets consumed, markers included
+  std::uint64_t fpdu_start_ = 0;  // stream offset of the current ULPDU_Length
+  std::size_t got_ = 0;           // octets of the current field received
+  std::size_t ulpdu_len_ = 0;
+  std::size_t pad_len_ = 0;
+  std::uint32_t crc_state_ = kCrcInitState;
+  bool marker_mismatch_ = false;
+  bool crc_started_ = false;       // a leading marker began this FPDU's CRC
+  bool in_marker_ = false;
+  std::size_t marker_got_ = 0;
+  bool marker_covered_ = false;
+  std::array<std::byte, 4> small_{};  // ULPDU_Length, PAD, CRC, marker octets
+  std::array<std::byte, kMarkerLen> marker_{};
+  MutBytes dest_{};                   // what next() handed out
+  std::optional<TermCode> error_;
+  std::array<std::byte, 4096> scratch_{};
+
+  static constexpr std::uint32_t kCrcInitState = 0xffffffffu;
+};
+
+}  // namespace iwarp

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The STag table: registered memory as DDP tagged buffers (RFC 5041 §8, RFC 5040
+// §8.1). An STag is a 24-bit index and an 8-bit key (RFC 5040 §8.1.1(8): hard to
+// predict); each region belongs to a protection domain, has access rights, and
+// maps a TO range (VA-based or zero-based) onto host memory. Not thread-safe:
+// the owner serialises access.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "iwarp/wire.hpp"
+
+namespace iwarp {
+
+namespace access {
+inline constexpr std::uint32_t kLocalWrite = 1u << 0;
+inline constexpr std::uint32_t kRemoteWrite = 1u << 1;
+inline constexpr std::uint32_t kRemoteRead = 1u << 2;
+inline constexpr std::uint32_t kRemoteAtomic = 1u << 3;
+inline constexpr std::uint32_t kMwBind = 1u << 4;
+inline constexpr std::uint32_t kZeroBased = 1u << 5;
+}  // namespace access
+
+struct MemoryRegion {
+  std::uint32_t stag = 0;
+  std::uint32_t pd = 0;
+  std::uint32_t access = 0;  // access::* bits
+  std::byte* host = nullptr; // host address of TO `base`
+  std::uint64_t base = 0;    // first valid TO (the iova; 0 when zero-based)
+  std::uint64_t length = 0;
+  std::uint32_t qp = 0;      // non-zero: usable only on this stream (RFC 5041 §8.2)
+  bool valid = true;         // false once invalidated (RFC 5040 §5.3)
+};
+
+// Why a memory reference failed, independent of which layer reports it.
+enum class MemError : std::uint8_t {
+  InvalidStag,     // unknown index, wrong key, deregistered or invalidated
+  NotAssociated,   // another PD or another stream
+  Access,          // lacks the needed access right
+  Bounds,          // outside the registered range
+  Wrap,            // TO + length wraps 2^64
+};
+std::string_view mem_error_name(MemError e);
+
+// The Terminate code for a failed tagged DDP placement (RFC 5041 §7.2; access:
+// requirements C-09), and for a failed Read Request source (RFC 5040 §4.8).
+TermCode ddp_tagged_code(MemError e);
+TermCode rdmap_protection_code(MemError e);
+
+class MemoryTable {
+ public:
+  explicit MemoryTable(std::uint64_t seed = std::random_device{}());
+
+  // Registers memory; returns the STag (also the lkey/rkey). `base` is the first
+  // TO of the region (its iova, or 0 with access::kZeroBased).
+  std::uint32_t add(std::uint32_t pd, std::byte* host, std::uint64_t base, std::uint64_t length,
+                    std::uint32_t access);
+  // Changes a region in place (rereg_mr); the STag's key changes.
+  std::optional<std::uint32_t> modify(std::uint32_t stag, std::uint32_t pd, std::byte* host,
+                                      std::uint64_t base, std::uint64_t length,
+                                      std::uint32_t access);
+  bool remove(std::uint32_t stag);
+  // Remote invalidation (Send with Invalidate): the STag stays allocated but unusable.
+  bool invalidate(std::uint32_t stag);
+  const MemoryRegion* find(std::uint32_t stag) const;
+  std::size_t size() const { return live_; }
+
+  // Validates [to, to+len) of `stag` for a stream of protection domain `pd` and
+  // stream id `qp`, needing `need` access bits. On success, the host address.
+  struct Resolved {
+    std::byte* host = nullptr;
+    std::optional<MemError> error;
+  };
+  Resolved resolve(std::uint32_t stag, std::uint32_t pd, std::uint32_t qp, std::uint64_t to,
+                   std::uint64_t len, std::uint32_t need) const;
+
+ private:
+  std::uint8_t next_key();
+  std::vector<MemoryRegion> regions_;  // index = stag >> 8
+  std::vector<std::uint32_t> free_;
+  std::size_t live_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace iwarp

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// MPA Startup Phase (RFC 5044 §7.1, RFC 6581, draft-carrier-rddp-rnic-interop):
+// the Request/Reply exchange that turns a TCP connection into an MPA connection,
+// as a state machine driven by received bytes and an explicit clock. It never
+// touches a socket: the caller writes output(), feeds what it reads, calls
+// on_timer() at deadline(), and hands the connection to the data path once
+// state() is Established, with the negotiated parameters in result().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "iwarp/wire.hpp"
+
+namespace iwarp {
+
+using MpaClock = std::chrono::steady_clock;
+
+enum class RtrType : std::uint8_t { Send, Write, Read };  // RFC 6581 B, C, D
+
+struct RtrSet {
+  bool send = false;
+  bool write = false;
+  bool read = false;
+  bool any() const { return send || write || read; }
+  bool has(RtrType t) const {
+    return t == RtrType::Send ? send : t == RtrType::Write ? write : read;
+  }
+  friend bool operator==(const RtrSet&, const RtrSet&) = default;
+};
+
+// Local policy for one connection (uiwarpd's configuration, per connection).
+struct MpaPolicy {
+  std::uint8_t revision = 2;    // highest revision spoken: 1 (RFC 5044) or 2 (RFC 6581)
+  bool enhanced = true;         // rev 2: send/accept the RFC 6581 enhanced data (S=1)
+  bool crc = true;              // C bit we send (MPA-020: default on)
+  bool crc_always = false;      // MC-07: keep CRC on even if both sides say C=0
+  bool markers = false;         // M bit we send: we want markers in FPDUs sent to us
+  bool permissive = false;      // IOP §5.3: accept RDMAC (rev 0) peers, V=0
+  bool p2p = false;             // RFC 6581 A: peer-to-peer, explicit RTR
+  RtrSet rtr{true, true, true}; // RTR types we can generate/accept
+  std::uint16_t ird = 16;       // inbound RDMA Read limit we offer
+  std::uint16_t ord = 16;       // outbound RDMA Reads we want
+  std::uint16_t max_ird = 128;  // what we could raise IRD to (IR-02, IR-03, HX-015)
+  std::uint16_t max_ord = 128;
+  bool large_fpdu = false;      // siw's private flag (kMpaFlagLargeFpdu)
+  bool accept_unenhanced_reply = true;  // IM-11: rev1/S=0 Reply to an S=1 Request
+  std::size_t max_private_data = kMaxPrivateData;  // HX-008: local PD buffer
+  std::chrono::milliseconds timeout{60000};        // MPA-069: whole exchange
+};
+
+// What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9).
+struct MpaResult {
+  std::uint8_t version = kVersionIetf;  // DDP/RDMAP version: 1 IETF, 0 RDMAC
+  std::uint8_t peer_rev = 1;            // Rev the peer sent
+  bool crc = true;                      // CRC generated and checked both ways
+  bool markers_tx = false;              // we insert markers (peer asked)
+  bool markers_rx = false;              // peer inserts markers (we asked)
+  bool enhanced = false;                // RFC 6581 enhanced data exchanged
+  bool p2p = false;                     // A negotiated
+  std::optional<RtrType> rtr;           // initiator: the RTR to send first
+  RtrSet peer_rtr;                      // RTR types the peer listed
+  std::uint16_t ird = 0;                // local IRD/ORD to apply to the QP
+  std::uint16_t ord = 0;
+  std::optional<std::uint16_t> peer_ird;  // as received (EMPA-022), 0x3FFF kept
+  std::optional<std::uint16_t> peer_ord;
+  bool large_fpdu = false;              // both ends set siw's flag
+  std::vector<std::byte> peer_private_data;  // ULP private data from the peer
+};
+
+enum class MpaRole : std::uint8_t { Initiator, Responder };
+
+enum class MpaState : std::uint8_t {
+  AwaitRequest,     // responder: reading the Request
+  RequestReceived,  // responder: Request valid, waiting for accept() or reject()
+  AwaitReply,       // initiator: Request sent (or queued), reading the Reply
+  Established,      // Full Operation may begin; result() valid
+  Rejected,         // reject sent or received; TCP stays open (RFC 5044 §7.1.2 r2/r3)
+  Failed,           // error(); close TCP (after sending output(), e.g. a TERM)
+};
+
+struct MpaError {
+  // MPA error code (RFC 5044 §8, RFC 6581 §8), e.g. term::mpa_invalid_frame.
+  TermCode code = term::mpa_invalid_frame;
+  // The Terminate to send before closing (RFC 6581 §9: codes 5, 6, 7 after an
+  // accepted Reply); when set, output() holds the Terminate FPDU.
+  bool terminate_sent = false;
+  std::string message;  // names the cause, e.g. "PD_Length 600 exceeds 512"
+};
+
+class MpaStartup {
+ public:
+  // Initiator: queues the Request carrying `private_data` (<= 512, or 508 with
+  // enhanced data; longer fails with an error at once).
+  static MpaStartup initiator(const MpaPolicy& policy, std::vector<std::byte> private_data,
+                              MpaClock::time_point now);
+  static MpaStartup responder(const MpaPolicy& policy, MpaClock::time_point now);
+
+  MpaRole role() const { return role_; }
+  MpaState state() const { return state_; }
+
+  // Bytes to write to the TCP connection, and how many were written.
+  ConstBytes output() const { return {out_.data() + out_sent_, out_.size() - out_sent_}; }
+  void consume_output(std::size_t n) { out_sent_ += n; }
+
+  // Received bytes. Returns how many belong to the startup exchange: reading
+  // stops right after the frame, so octets after it (the first FPDUs) are left
+  // for the data path.
+  std::size_t on_bytes(ConstBytes in);
+  // The peer closed or reset TCP (HX-007: PD incomplete is a malformed frame).
+  void on_peer_closed();
+  // Timeouts (HX-004, HX-005, MPA-069): the whole exchange, until accept()/reject()
+  // or the Reply. Once the exchange is over, deadline() is time_point::max().
+  MpaClock::time_point deadline() const { return deadline_; }
+  void on_timer(MpaClock::time_point now);
+
+  // Responder, in RequestReceived: what the initiator asked for.
+  const MpaFrame& request() const { return peer_frame_; }
+  // Responder: accept (queues the Reply, state becomes Established) with local
+  // IRD/ORD the ULP wants (nullopt: the policy's) and its private data.
+  void accept(std::vector<std::byte> private_data, std::optional<std::uint16_t> ird = {},
+              std::optional<std::uint16_t> ord = {});
+  // Responder: reject with private data (Reply R=1); state becomes Rejected.
+  // `required_ord` (RFC 6581 §9.1, PD-04) goes in the responder ORD field.
+  void reject(std::vector<std::byte> private_data,
+              std::optional<std::uint16_t> required_ord = {});
+
+  const MpaResult& result() const { return result_; }
+  const MpaError& error() const { return error_; }
+  // Initiator after a Reply (accepted or rejected): the frame as received.
+  const MpaFrame& reply() const { return peer_frame_; }
+  // The Request (initiator) or Reply (responder) we sent, e.g. the RTR types the
+  // responder listed, against which the data path checks the RTR (HX-019).
+  const MpaFrame& sent_frame() const { return local_frame_; }
+
+  // A local failure without a more specific code (RFC 6581 §9.3, HX-020): state
+  // becomes Failed with MPA code 5. Once Established, and before the data path
+  // has sent anything, output() also gets the Terminate FPDU (L2/E0/C5).
+  void local_error(std::string message);
+
+ private:
+  MpaStartup() = default;
+
+  bool check_policy();
+  bool awaiting_frame() const;
+  MpaKind expected_kind() const;
+  bool peer_enhanced() const;
+  std::size_t octets_wanted() const;
+  void octets_added();
+  void check_key(std::size_t n);
+  bool check_header();
+  bool check_revision();
+  bool check_enhanced_flag();
+  void process_frame();
+  void process_reply();
+  void negotiate_enhanced();
+  MpaFrame reply_frame(bool reject) const;
+  void send_reply(bool reject, std::vector<std::byte> private_data, std::uint16_t ird,
+                  std::uint16_t ord, std::optional<std::uint16_t> required_ord);
+  MpaEnhanced reply_enhanced(std::uint16_t ird, std::uint16_t ord);
+  RtrSet reply_rtr(const RtrSet& requested) const;
+  void finish(MpaState state);
+  void fail(TermCode code, std::string message);
+  void fail_with_terminate(TermCode code, std::string message);
+
+  MpaRole role_ = MpaRole::Initiator;
+  MpaState state_ = MpaState::AwaitRequest;
+  MpaPolicy policy_;
+  MpaFrame local_frame_;
+  MpaFrame peer_frame_;
+  MpaResult result_;
+  MpaError error_;
+  std::vector<std::byte> out_;
+  std::size_t out_sent_ = 0;
+  std::vector<std::byte> in_;   // header + private data being received
+  MpaFrameHeader header_;       // valid once kMpaFrameHeaderLen octets are in
+  bool peer_rdmac_ = false;     // peer sent Rev 0 and we are permissive (IOP §5.3)
+  MpaClock::time_point deadline_{};
+};
+
+}  // namespace iwarp

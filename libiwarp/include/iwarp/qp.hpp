@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The per-QP DDP/RDMAP engine (RFC 5040, RFC 5041, RFC 7306) over one MPA
+// connection in Full Operation. Sans-IO: work requests in; frames to write,
+// places to read into, completions and errors out.
+//
+//   post_send / post_recv        work requests (verbs semantics)
+//   tx_gather / tx_advance       gather list of FPDUs for writev, and progress
+//   rx_next / rx_advance         where to read(2) next (registered memory for
+//   rx_feed                      payload), and what landed; or plain bytes
+//   poll                         completions, in verbs order
+//
+// Every incoming segment is validated before placement; a bad one produces the
+// Terminate of RFC 5040 §4.8 / RFC 5041 §7.2, error completions for every
+// outstanding work request, and stops all further placement (RFC 5041 §7.1).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <utility>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "iwarp/framing.hpp"
+#include "iwarp/memory.hpp"
+#include "iwarp/mpa_startup.hpp"
+#include "iwarp/wire.hpp"
+
+namespace iwarp {
+
+struct Sge {
+  std::uint64_t addr = 0;
+  std::uint32_t length = 0;
+  std::uint32_t lkey = 0;
+};
+
+enum class WrOpcode : std::uint8_t {
+  Send,
+  SendInvalidate,
+  RdmaWrite,
+  RdmaWriteImmediate,  // RDMA Write followed by Immediate Data (RFC 7306 §6)
+  RdmaRead,
+  ImmediateData,       // RFC 7306 §6
+  AtomicFetchAdd,      // RFC 7306 §5
+  AtomicCompareSwap,
+};
+
+struct SendWr {
+  std::uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::Send;
+  bool signaled = true;
+  bool solicited = false;  // Send with SE / Immediate Data with SE
+  bool fence = false;      // wait for earlier Reads and Atomics to complete
+  std::vector<Sge> sgl;
+  std::vector<std::byte> inline_data;  // used instead of sgl when non-empty
+  bool is_inline = false;
+  std::uint32_t remote_stag = 0;  // rkey
+  std::uint64_t remote_addr = 0;  // remote TO
+  std::uint32_t invalidate_stag = 0;
+  std::uint64_t immediate = 0;  // Immediate Data (8 octets)
+  std::uint64_t compare_add = 0;
+  std::uint64_t swap = 0;
+};
+
+struct RecvWr {
+  std::uint64_t wr_id = 0;
+  std::vector<Sge> sgl;
+};
+
+enum class WcStatus : std::uint8_t {
+  Success,
+  LocalLength,           // message longer than the receive buffer, or over limit
+  LocalQpOperation,
+  LocalProtection,       // bad lkey / PD / bounds in a local SGE
+  LocalAccess,           // local SGE lacks local write access
+  Flushed,               // QP left RTS before this WR was processed
+  BadResponse,           // Read/Atomic Response that does not match
+  RemoteInvalidRequest,  // peer: message too long, invalid QN/MSN, opcode
+  RemoteAccess,          // peer: STag/bounds/rights violation
+  RemoteOperation,       // peer: other remote operation error
+  Fatal,                 // connection lost / local catastrophic
+};
+std::string_view wc_status_name(WcStatus s);
+
+enum class WcOpcode : std::uint8_t {
+  Send,
+  RdmaWrite,
+  RdmaRead,
+  CompareSwap,
+  FetchAdd,
+  Recv,
+};
+
+struct Completion {
+  std::uint64_t wr_id = 0;
+  WcStatus status = WcStatus::Success;
+  WcOpcode opcode = WcOpcode::Send;
+  std::uint32_t byte_len = 0;
+  bool recv = false;
+  bool solicited = false;                       // delivered Send with SE
+  std::optional<std::uint32_t> invalidated;     // Send with Invalidate: the STag
+  std::optional<std::uint64_t> immediate;       // Immediate Data
+
+  static Completion make(std::uint64_t wr_id, WcStatus status, WcOpcode opcode,
+                         std::uint32_t byte_len, bool recv) {
+    Completion c;
+    c.wr_id = wr_id;
+    c.status = status;
+    c.opcode = opcode;
+    c.byte_len = byte_len;
+    c.recv = recv;
+    return c;
+  }
+};
+
+enum class PostError : std::uint8_t {
+  None,
+  InvalidArgument,  // bad opcode, too many SGEs, inline too long (EINVAL)
+  QueueFull,        // ENOMEM, as verbs providers report a full queue
+};
+
+enum class QpState : std::uint8_t {
+  Rts,        // Full Operation
+  Closing,    // graceful close requested: drain the send queue, then FIN
+  Closed,     // graceful close done: every WR completed
+  Terminate,  // error detected: sending the Terminate
+  Error,      // every WR completed in error; the connection should close
+};
+std::string_view qp_state_name(QpState s);
+
+struct QpError {
+  TermCode code{};
+  bool remote = false;  // the peer's Terminate (true) or detected here (false)
+  std::string message;  // names the cause
+};
+
+struct QpConfig {
+  std::uint32_t qp_id = 1;  // stream id for STag association (RFC 5041 §8.2)
+  std::uint32_t pd = 1;
+  std::uint8_t version = kVersionIetf;  // DDP/RDMAP version negotiated by MPA
+  bool crc = true;
+  bool markers_tx = false;
+  bool markers_rx = false;
+  std::size_t mulpdu = 1460 - 6 - 2;  // largest ULPDU to send (MPA-040)
+  std::uint16_t ird = 16;
+  std::uint16_t ord = 16;
+  bool rfc7306 = false;  // accept Immediate Data and Atomics
+  std::uint32_t sq_depth = 1024;
+  std::uint32_t rq_depth = 1024;
+  std::uint32_t max_sge = 16;
+  std::uint32_t max_inline = 256;
+  bool initiator = true;          // MPA role: the responder never sends first (RFC 5044 r4)
+  std::optional<RtrType> rtr;     // initiator: RTR to send first (RFC 6581 §9.2)
+  bool expect_rtr = false;        // responder: first message is the RTR (hidden)
+};
+
+// Connection parameters from an MpaResult (plus local limits).
+QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulpdu);
+
+// Shared receive queue: QPs take buffers from it when they need them.
+class SharedRecvQueue {
+ public:
+  explicit SharedRecvQueue(std::uint32_t depth) : depth_(depth) {}
+  PostError post(RecvWr wr);
+  std::optional<RecvWr> take();
+  std::size_t size() const { return q_.size(); }
+  std::uint32_t depth() const { return depth_; }
+  // The posted WRs, for flush when the SRQ is destroyed.
+  std::deque<RecvWr> drain();
+
+ private:
+  std::deque<RecvWr> q_;
+  std::uint32_t depth_;
+};
+
+class Qp final : private UlpduSink {
+ public:
+  Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq = nullptr);
+  Qp(const Qp&) = delete;
+  Qp& operator=(const Qp&) = delete;
+
+  const QpConfig& config() const { return cfg_; }
+  QpState state() const { return state_; }
+  const std::optional<QpError>& error() const { return error_; }
+
+  // ---- work requests (post after error: completes with Flushed) ----
+  PostError post_send(SendWr wr);
+  PostError post_recv(RecvWr wr);
+
+  // ---- transmit ----
+  // Appends the gather list of what is ready to send (at most `max_iov` pieces).
+  void tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov = 1024);
+  // `n` octets of the gather list were written.
+  void tx_advance(std::size_t n);
+  bool tx_pending();
+
+  // ---- receive ----
+  MutBytes rx_next() { return rx_.next(); }
+  void rx_advance(std::size_t n) { rx_.advance(n); }
+  std::size_t rx_feed(ConstBytes in) { return rx_.feed(in); }
+
+  // ---- connection events ----
+  // TCP FIN (graceful) or RST/loss from the peer (RFC 5044 §8 code 1, HX-038).
+  void on_peer_closed(bool graceful);
+  // Graceful close (RFC 5041 §6.2.1): send what is queued, then the edge sends FIN.
+  void close();
+  // True when the edge should shut down TCP: Closed, or Error with the
+  // Terminate (if any) written.
+  bool wants_disconnect() const;
+  // Local abort (modify to ERR, destroy): flush everything, no Terminate.
+  void flush();
+  // Local catastrophic error: Terminate and flush (RFC 5040 §7.1).
+  void fail(TermCode code, std::string message);
+
+  // ---- completions ----
+  std::optional<Completion> poll();
+  std::size_t completions_ready() const { return cq_.size(); }
+  // Set when a Send with SE (or Immediate Data with SE) was delivered since the
+  // last call (for solicited-only CQ notification).
+  bool take_solicited() { return std::exchange(solicited_, false); }
+
+  // Outstanding counts (tests and statistics).
+  std::size_t sq_outstanding() const { return sq_.size(); }
+  std::size_t rq_outstanding() const { return rq_.size(); }
+  std::size_t reads_outstanding() const { return orq_.size(); }
+  std::size_t inbound_reads_queued() const { return irq_.size(); }
+
+ private:
+  // ---- send queue ----
+  struct SqEntry {
+    SendWr wr;
+    std::uint32_t byte_len = 0;
+    bool done = false;
+    WcStatus status = WcStatus::Success;
+    int stage = 0;  // messages of this WR already started (Write with Immediate has two)
+  };
+  // An outbound message being segmented.
+  struct TxMsg {
+    DdpHeader hdr;                         // template; MO/TO/L set per segment
+    std::vector<std::byte> rdmap_hdr;      // Read Request / Atomic / Immediate / Terminate
+    std::vector<ConstBytes> payload;       // resolved local memory, in order
+    std::uint64_t length = 0;
+    std::uint64_t sent = 0;
+    std::size_t piece = 0;                 // cursor into payload
+    std::size_t piece_off = 0;
+    SqEntry* entry = nullptr;              // completes when fully sent (if it ends the WR)
+    bool completes_entry = false;
+    // Read Response: re-resolve the source each segment (it may be deregistered).
+    std::optional<ReadRequestHeader> read_response;
+  };
+  struct QueuedFrame {
+    TxFrame frame;
+    SqEntry* completes = nullptr;
+    bool is_terminate = false;
+  };
+  // An RDMA Read or Atomic we sent and await the response to (RFC 5040 §5.2.2).
+  struct Outstanding {
+    explicit Outstanding(SqEntry* e) : entry(e) {}
+    SqEntry* entry;
+    std::uint32_t sink_stag = 0;
+    std::uint64_t sink_to = 0;
+    std::uint32_t length = 0;
+    std::uint32_t received = 0;
+    bool atomic = false;
+    std::uint32_t req_id = 0;
+    std::vector<MutBytes> sink;  // resolved local buffers
+  };
+  // An inbound Read (or Atomic) Request waiting for its response (IRQ).
+  struct InboundRead {
+    ReadRequestHeader req{};
+    bool atomic = false;
+    AtomicResponseHeader atomic_resp{};
+  };
+  struct RqEntry {
+    RqEntry(RecvWr w, std::uint64_t cap) : wr(std::move(w)), capacity(cap) {}
+    RecvWr wr;
+    std::uint64_t capacity = 0;
+    std::uint32_t length = 0;  // message length once the last segment arrived
+    bool last_seen = false;
+    bool resolved = false;
+    std::vector<MutBytes> spans;  // the SGEs resolved to host memory
+    bool solicited = false;
+    std::optional<std::uint32_t> invalidated;
+    std::optional<std::uint64_t> immediate;
+  };
+  struct PendingTerm {
+    TermCode code;
+    std::string message;
+    bool with_header;
+    bool with_rdma_header;
+  };
+
+  // qp_tx.cpp
+  bool start_next_message();
+  bool build_frame();
+  std::optional<WcStatus> resolve_local(const std::vector<Sge>& sgl, std::uint32_t need,
+                                        std::vector<ConstBytes>& out, std::uint64_t& total);
+  void queue_terminate(const TerminateHeader& t);
+  void segment_payload(TxMsg& m, std::size_t max, std::vector<ConstBytes>& out);
+
+  // qp_rx.cpp (UlpduSink)
+  std::optional<TermCode> ulpdu_begin(std::size_t len) override;
+  MutBytes ulpdu_dest(std::size_t offset, std::size_t max) override;
+  std::optional<TermCode> ulpdu_landed(std::size_t offset, std::size_t n) override;
+  void ulpdu_end(std::optional<TermCode> error) override;
+  std::optional<TermCode> on_header();
+  std::optional<TermCode> check_tagged();
+  std::optional<TermCode> check_untagged();
+  std::optional<TermCode> deliver();
+  std::optional<TermCode> deliver_send();
+  std::optional<TermCode> deliver_read_request();
+  std::optional<TermCode> deliver_atomic_request();
+  void deliver_terminate();
+  RqEntry* rq_entry(std::uint32_t k);
+  static MutBytes span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max);
+  std::optional<TermCode> reject(TermCode code, std::string message, bool with_header = true,
+                                 bool with_rdma_header = false);
+
+  // qp.cpp
+  void complete_sq();
+  void push_completion(const Completion& c);
+  void terminate(TermCode code, std::string message, bool with_header, bool with_rdma_header);
+  void enter_error(std::optional<WcStatus> first_status);
+  void flush_all(std::optional<WcStatus> first_status);
+  void note_error(TermCode code, bool remote, std::string message);
+
+  QpConfig cfg_;
+  MemoryTable& mem_;
+  SharedRecvQueue* srq_;
+  QpState state_ = QpState::Rts;
+  std::optional<QpError> error_;
+
+  // transmit
+  FpduTx tx_;
+  std::deque<SqEntry> sq_;
+  std::size_t sq_next_ = 0;  // first SQ entry not yet started
+  std::optional<TxMsg> cur_;
+  std::deque<QueuedFrame> frames_;
+  std::deque<QueuedFrame> spare_frames_;
+  std::deque<Outstanding> orq_;
+  std::deque<InboundRead> irq_;
+  bool prefer_irq_ = false;
+  bool tx_allowed_;            // RFC 5044 §7.1.2 r4: the responder waits for the first FPDU
+  bool terminate_queued_ = false;
+  bool terminate_sent_ = false;
+  std::uint32_t tx_msn_[4] = {1, 1, 1, 1};
+  std::uint32_t next_atomic_id_ = 1;
+  std::vector<std::byte> hdr_scratch_;  // DDP + RDMAP header of the frame being built
+  bool rtr_pending_ = false;
+
+  // receive
+  FpduRx rx_;
+  std::deque<RqEntry> rq_;
+  std::uint32_t rx_msn_[4] = {1, 1, 1, 1};  // next expected MSN per QN
+  std::size_t ulpdu_len_ = 0;
+  std::size_t hdr_need_ = 0;     // header octets to collect before placement
+  bool hdr_done_ = false;
+  std::array<std::byte, kUntaggedHdrLen + kAtomicRequestHdrLen> hdr_buf_{};
+  std::array<std::byte, 64> term_buf_{};
+  std::array<std::byte, 4096> discard_{};
+  DdpHeader seg_;                // the current segment's header
+  std::size_t seg_hdr_len_ = 0;  // DDP + RDMAP header octets
+  std::byte* place_ = nullptr;   // tagged Write: host address of the payload
+  RqEntry* rx_wqe_ = nullptr;    // untagged Send: the buffer
+  Outstanding* rx_read_ = nullptr;
+  bool rx_stopped_ = false;      // after an error or a Terminate: drop everything
+  bool rtr_swallow_ = false;     // the current message is the hidden Send RTR
+  std::size_t rx_rdmap_hdr_ = 0;
+  std::optional<PendingTerm> pending_term_;
+  bool peer_closed_ = false;
+
+  // completions
+  std::deque<Completion> cq_;
+  bool solicited_ = false;
+};
+
+}  // namespace iwarp

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "iwarp/framing.hpp"
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+
+#include "iwarp/crc32c.hpp"
+
+namespace iwarp {
+
+// ---- TxFrame -----------------------------------------------------------------
+
+void TxFrame::add_internal(ConstBytes b) {
+  assert(arena_used_ + b.size() <= arena_.size());
+  std::memcpy(arena_.data() + arena_used_, b.data(), b.size());
+  // Adjacent internal octets share one piece, so a header is one iovec.
+  if (!pieces_.empty() && !pieces_.back().ext &&
+      pieces_.back().off + pieces_.back().len == arena_used_) {
+    pieces_.back().len += static_cast<std::uint32_t>(b.size());
+  } else {
+    pieces_.push_back({nullptr, static_cast<std::uint32_t>(arena_used_),
+                       static_cast<std::uint32_t>(b.size())});
+  }
+  arena_used_ += b.size();
+  total_ += b.size();
+}
+
+void TxFrame::add_external(ConstBytes b) {
+  if (b.empty()) return;
+  pieces_.push_back({b.data(), 0, static_cast<std::uint32_t>(b.size())});
+  total_ += b.size();
+}
+
+void TxFrame::gather(std::vector<ConstBytes>& out) const {
+  for (std::size_t i = first_piece_; i < pieces_.size(); ++i) {
+    ConstBytes b = piece_bytes(pieces_[i]);
+    out.push_back(i == first_piece_ ? b.subspan(first_off_) : b);
+  }
+}
+
+bool TxFrame::consume(std::size_t n) {
+  assert(n <= remaining());
+  sent_ += n;
+  while (n > 0) {
+    std::size_t left = pieces_[first_piece_].len - first_off_;
+    if (n < left) {
+      first_off_ += n;
+      break;
+    }
+    n -= left;
+    ++first_piece_;
+    first_off_ = 0;
+  }
+  return sent_ == total_;
+}
+
+std::vector<std::byte> TxFrame::to_bytes() const {
+  std::vector<std::byte> out;
+  out.reserve(total_);
+  for (const Piece& p : pieces_) {
+    ConstBytes b = piece_bytes(p);
+    out.insert(out.end(), b.begin(), b.end());
+  }
+  return out;
+}
+
+void TxFrame::clear() {
+  arena_used_ = 0;
+  pieces_.clear();
+  total_ = sent_ = first_piece_ = first_off_ = 0;
+}
+
+// ---- FpduTx ------------------------------------------------------------------
+
+void FpduTx::emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered) {
+  // RFC 5044 §4.2: RESERVED(16)=0 | FPDUPTR(16).
+  std::array<std::byte, kMarkerLen> m{};
+  store_be16(m.data() + 2, fpduptr);
+  out.add_internal(m);
+  if (crc_ && crc_covered) crc_state_ = crc32c_update(crc_state_, m);
+  pos_ += kMarkerLen;
+}
+
+void FpduTx::emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered) {
+  while (!b.empty()) {
+    std::size_t chunk = b.size();
+    if (markers_) {
+      if (pos_ % kMarkerSpacing == 0) {
+        // RFC 5044 §4.3: FPDUPTR points back to this FPDU's ULPDU_Length.
+        emit_marker(out, static_cast<std::uint16_t>(pos_ - fpdu_start_), crc_covered);
+        continue;
+      }
+      chunk = std::min<std::size_t>(chunk, kMarkerSpacing - pos_ % kMarkerSpacing);
+    }
+    ConstBytes piece = b.first(chunk);
+    if (internal)
+      out.add_internal(piece);
+    else
+      out.add_external(piece);
+    if (crc_ && crc_covered) crc_state_ = crc32c_update(crc_state_, piece);
+    pos_ += chunk;
+    b = b.subspan(chunk);
+  }
+}
+
+void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFrame& out) {
+  out.clear();
+  std::size_t ulpdu_len = header.size();
+  for (ConstBytes p : payload) ulpdu_len += p.size();
+  assert(ulpdu_len <= kMaxUlpdu && header.size() <= 128);
+
+  crc_state_ = kCrc32cInit;
+  // A marker due exactly at the FPDU start belongs to this FPDU, points at
+  // offset 0 and is CRC-covered (RFC 5044 §4.3, §4.4; MPA-035).
+  if (markers_ && pos_ % kMarkerSpacing == 0) {
+    fpdu_start_ = pos_ + kMarkerLen;
+    emit_marker(out, 0, true);
+  } else {
+    fpdu_start_ = pos_;
+  }
+
+  std::array<std::byte, kMpaLenField> len{};
+  store_be16(len.data(), static_cast<std::uint16_t>(ulpdu_len));
+  emit(out, len, true, true);
+  emit(out, header, true, true);
+  for (ConstBytes p : payload) emit(out, p, false, true);
+  static constexpr std::array<std::byte, 3> kZeroPad{};
+  emit(out, ConstBytes(kZeroPad).first(fpdu_pad(ulpdu_len)), true, true);
+
+  // RFC 5044 §4.4: without CRC the field is still present (MPA-013); zero it.
+  std::array<std::byte, kCrcLen> crc{};
+  if (crc_) store_crc_le(crc.data(), crc32c_finish(crc_state_));
+  // A marker inside the CRC field is not covered by any CRC; one right before
+  // it (after the PAD) was covered above.
+  for (std::size_t i = 0; i < kCrcLen; ++i) emit(out, ConstBytes(crc).subspan(i, 1), true, i == 0);
+}
+
+std::vector<std::byte> FpduTx::frame_bytes(ConstBytes header, std::span<const ConstBytes> payload) {
+  TxFrame f;
+  frame(header, payload, f);
+  return f.to_bytes();
+}
+
+// ---- FpduRx ------------------------------------------------------------------
+
+void FpduRx::fail(TermCode c) {
+  if (!error_) error_ = c;
+}
+
+void FpduRx::enter(State s) {
+  state_ = s;
+  got_ = 0;
+}
+
+std::size_t FpduRx::until_marker() const {
+  if (!markers_) return SIZE_MAX;
+  return kMarkerSpacing - pos_ % kMarkerSpacing;
+}
+
+MutBytes FpduRx::next() {
+  if (error_) {
+    dest_ = scratch_;
+    return dest_;
+  }
+  if (markers_ && (in_marker_ || pos_ % kMarkerSpacing == 0)) {
+    if (!in_marker_) {
+      in_marker_ = true;
+      marker_got_ = 0;
+    }
+    dest_ = MutBytes(marker_).subspan(marker_got_);
+    return dest_;
+  }
+  std::size_t room = until_marker();
+  switch (state_) {
+    case State::Length:
+      dest_ = MutBytes(small_).subspan(got_, std::min(kMpaLenField - got_, room));
+      break;
+    case State::Ulpdu: {
+      std::size_t max = std::min(ulpdu_len_ - got_, room);
+      dest_ = sink_->ulpdu_dest(got_, max);
+      assert(!dest_.empty() && dest_.size() <= max);
+      break;
+    }
+    case State::Pad:
+      dest_ = MutBytes(small_).subspan(got_, std::min(pad_len_ - got_, room));
+      break;
+    case State::Crc:
+      dest_ = MutBytes(small_).subspan(got_, std::min(kCrcLen - got_, room));
+      break;
+  }
+  return dest_;
+}
+
+void FpduRx::advance(std::size_t n) {
+  assert(n <= dest_.size());
+  if (n == 0) return;
+  pos_ += n;
+  if (error_) return;  // draining
+  ConstBytes landed = dest_.first(n);
+
+  if (in_marker_) {
+    if (marker_got_ == 0) {
+      // RFC 5044 §4.4 (MPA-027): a marker is CRC-covered unless it falls inside
+      // the CRC field; one before the ULPDU_Length starts the next FPDU's CRC.
+      marker_covered_ = !(state_ == State::Crc && got_ > 0);
+      if (state_ == State::Length && got_ == 0) {
+        crc_state_ = kCrcInitState;
+        crc_started_ = true;
+      }
+    }
+    if (crc_ && marker_covered_) crc_state_ = crc32c_update(crc_state_, landed);
+    marker_got_ += n;
+    if (marker_got_ < kMarkerLen) return;
+    in_marker_ = false;
+    // RFC 5044 §4.3: FPDUPTR (low 2 bits treated as 0, MPA-037) points back to the
+    // ULPDU_Length of the FPDU holding the marker, or is 0 between FPDUs.
+    std::uint64_t marker_pos = pos_ - kMarkerLen;
+    std::uint16_t ptr = load_be16(marker_.data() + 2) & 0xfffc;
+    bool between = state_ == State::Length && got_ == 0;
+    std::uint16_t expect = between ? 0 : static_cast<std::uint16_t>(marker_pos - fpdu_start_);
+    if (ptr != expect) marker_mismatch_ = true;
+    return;
+  }
+
+  if (state_ == State::Length && got_ == 0) {
+    fpdu_start_ = pos_ - n;
+    // The CRC already began at a leading marker, if there was one (MPA-027).
+    if (!crc_started_) crc_state_ = kCrcInitState;
+  }
+  if (crc_ && state_ != State::Crc) crc_state_ = crc32c_update(crc_state_, landed);
+  got_ += n;
+
+  switch (state_) {
+    case State::Length:
+      if (got_ < kMpaLenField) return;
+      ulpdu_len_ = load_be16(small_.data());
+      pad_len_ = fpdu_pad(ulpdu_len_);
+      if (ulpdu_len_ > max_ulpdu_) {
+        // HX-036: no code in RFC 5044; never buffer it, abort the stream.
+        fail(term::mpa_local_catastrophic);
+        if (sink_) sink_->ulpdu_end(error_);
+        return;
+      }
+      if (auto e = sink_->ulpdu_begin(ulpdu_len_)) {
+        fail(*e);
+        sink_->ulpdu_end(error_);
+        return;
+      }
+      enter(ulpdu_len_ ? State::Ulpdu : (pad_len_ ? State::Pad : State::Crc));
+      return;
+    case State::Ulpdu:
+      if (auto e = sink_->ulpdu_landed(got_ - n, n)) {
+        fail(*e);
+        sink_->ulpdu_end(error_);
+        return;
+      }
+      if (got_ < ulpdu_len_) return;
+      enter(pad_len_ ? State::Pad : State::Crc);
+      return;
+    case State::Pad:
+      // HX-033: PAD values are ignored (but CRC-covered).
+      if (got_ == pad_len_) enter(State::Crc);
+      return;
+    case State::Crc: {
+      if (got_ < kCrcLen) return;
+      std::optional<TermCode> err;
+      // MPA-013: with CRC off the field holds anything and is not checked.
+      if (crc_ && load_crc_le(small_.data()) != crc32c_finish(crc_state_))
+        err = term::mpa_crc_error;
+      else if (marker_mismatch_)
+        err = term::mpa_marker_mismatch;  // HX-031: only when the CRC is good
+      if (err) fail(*err);
+      enter(State::Length);
+      crc_started_ = false;
+      marker_mismatch_ = false;
+      sink_->ulpdu_end(err);
+      return;
+    }
+  }
+}
+
+std::size_t FpduRx::feed(ConstBytes in) {
+  std::size_t total = in.size();
+  while (!in.empty()) {
+    MutBytes d = next();
+    std::size_t n = std::min(d.size(), in.size());
+    std::memcpy(d.data(), in.data(), n);
+    advance(n);
+    in = in.subspan(n);
+  }
+  return total;
+}
+
+}  // namespace iwarp

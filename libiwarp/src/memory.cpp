@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "iwarp/memory.hpp"
+
+namespace iwarp {
+
+namespace {
+constexpr std::uint32_t kIndexLimit = 1u << 24;
+std::uint32_t index_of(std::uint32_t stag) { return stag >> 8; }
+}  // namespace
+
+std::string_view mem_error_name(MemError e) {
+  switch (e) {
+    case MemError::InvalidStag: return "invalid STag";
+    case MemError::NotAssociated: return "STag not associated with this stream or PD";
+    case MemError::Access: return "access rights violation";
+    case MemError::Bounds: return "base or bounds violation";
+    case MemError::Wrap: return "TO wrap";
+  }
+  return "?";
+}
+
+TermCode ddp_tagged_code(MemError e) {
+  switch (e) {
+    case MemError::InvalidStag: return term::ddp_tagged_invalid_stag;
+    case MemError::NotAssociated: return term::ddp_tagged_stag_not_assoc;
+    case MemError::Access: return term::rdmap_access_rights;  // C-09: no DDP code exists
+    case MemError::Bounds: return term::ddp_tagged_base_bounds;
+    case MemError::Wrap: return term::ddp_tagged_to_wrap;
+  }
+  return term::ddp_local_catastrophic;
+}
+
+TermCode rdmap_protection_code(MemError e) {
+  switch (e) {
+    case MemError::InvalidStag: return term::rdmap_invalid_stag;
+    case MemError::NotAssociated: return term::rdmap_stag_not_assoc;  // C-08
+    case MemError::Access: return term::rdmap_access_rights;
+    case MemError::Bounds: return term::rdmap_base_bounds;
+    case MemError::Wrap: return term::rdmap_to_wrap;
+  }
+  return term::rdmap_local_catastrophic;
+}
+
+MemoryTable::MemoryTable(std::uint64_t seed) : rng_(seed) {
+  regions_.emplace_back();  // index 0 is never handed out: STag 0 is "none"
+  regions_[0].valid = false;
+}
+
+std::uint8_t MemoryTable::next_key() { return static_cast<std::uint8_t>(rng_() & 0xff); }
+
+std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t base,
+                               std::uint64_t length, std::uint32_t access) {
+  std::uint32_t index;
+  if (!free_.empty()) {
+    // Reuse a random free slot so that indices do not hint at allocation order.
+    std::size_t pick = rng_() % free_.size();
+    index = free_[pick];
+    free_[pick] = free_.back();
+    free_.pop_back();
+  } else {
+    if (regions_.size() >= kIndexLimit) return 0;
+    index = static_cast<std::uint32_t>(regions_.size());
+    regions_.emplace_back();
+  }
+  MemoryRegion& r = regions_[index];
+  r = MemoryRegion{(index << 8) | next_key(), pd, access, host, base, length, 0, true};
+  ++live_;
+  return r.stag;
+}
+
+std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32_t pd,
+                                                 std::byte* host, std::uint64_t base,
+                                                 std::uint64_t length, std::uint32_t access) {
+  std::uint32_t index = index_of(stag);
+  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return std::nullopt;
+  MemoryRegion& r = regions_[index];
+  std::uint8_t key = next_key();
+  if (key == (stag & 0xff)) key = static_cast<std::uint8_t>(key + 1);
+  r = MemoryRegion{(index << 8) | key, pd, access, host, base, length, r.qp, true};
+  return r.stag;
+}
+
+bool MemoryTable::remove(std::uint32_t stag) {
+  std::uint32_t index = index_of(stag);
+  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return false;
+  regions_[index] = MemoryRegion{};
+  regions_[index].valid = false;
+  free_.push_back(index);
+  --live_;
+  return true;
+}
+
+bool MemoryTable::invalidate(std::uint32_t stag) {
+  std::uint32_t index = index_of(stag);
+  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return false;
+  regions_[index].valid = false;
+  return true;
+}
+
+const MemoryRegion* MemoryTable::find(std::uint32_t stag) const {
+  std::uint32_t index = index_of(stag);
+  if (index == 0 || index >= regions_.size()) return nullptr;
+  const MemoryRegion& r = regions_[index];
+  return r.stag == stag && r.host != nullptr ? &r : nullptr;
+}
+
+MemoryTable::Resolved MemoryTable::resolve(std::uint32_t stag, std::uint32_t pd, std::uint32_t qp,
+                                           std::uint64_t to, std::uint64_t len,
+                                           std::uint32_t need) const {
+  // RFC 5041 §7.1 / RFC 5040 §7.2 order: STag, association, rights, bounds, wrap.
+  const MemoryRegion* r = find(stag);
+  if (!r || !r->valid) return {nullptr, MemError::InvalidStag};
+  if (r->pd != pd || (r->qp != 0 && r->qp != qp)) return {nullptr, MemError::NotAssociated};
+  if ((r->access & need) != need) return {nullptr, MemError::Access};
+  if (to + len < to) return {nullptr, MemError::Wrap};
+  if (to < r->base || to + len > r->base + r->length) return {nullptr, MemError::Bounds};
+  return {r->host + (to - r->base), std::nullopt};
+}
+
+}  // namespace iwarp
