@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Provider objects: each wraps the libibverbs object it hands out (first member,
+// so container_of is an offset of 0) and the libiwarp state behind it.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "iwarp/memory.hpp"
+#include "iwarp/qp.hpp"
+#include "verbs_abi.h"
+
+namespace uiwarp {
+
+// Limits reported by query_device and enforced by every verb.
+struct Limits {
+  static constexpr std::uint32_t kMaxQp = 16384;
+  static constexpr std::uint32_t kMaxQpWr = 16384;
+  static constexpr std::uint32_t kMaxSge = 16;
+  static constexpr std::uint32_t kMaxInline = 256;
+  static constexpr std::uint32_t kMaxCq = 16384;
+  static constexpr std::uint32_t kMaxCqe = 1 << 20;
+  static constexpr std::uint32_t kMaxMr = (1 << 24) - 2;  // 24-bit STag index, 0 unused
+  static constexpr std::uint64_t kMaxMrSize = 1ull << 40;
+  static constexpr std::uint32_t kMaxPd = 1 << 20;
+  static constexpr std::uint32_t kMaxOrdIrd = 128;  // max_qp_rd_atom / max_qp_init_rd_atom
+  static constexpr std::uint32_t kMaxSrq = 16384;
+  static constexpr std::uint32_t kMaxSrqWr = 16384;
+  static constexpr std::uint32_t kMaxMsg = 1u << 31;
+  // No IEEE OUI is registered for uiwarp; a fixed private value, stable across releases.
+  static constexpr std::uint32_t kVendorId = 0x7569;      // "ui"
+  static constexpr std::uint32_t kVendorPartId = 0x7770;  // "wp"
+};
+
+template <class Outer, class Inner>
+Outer* container_of(Inner* p, Inner Outer::*member) {
+  auto off = reinterpret_cast<std::size_t>(&(static_cast<Outer*>(nullptr)->*member));
+  return reinterpret_cast<Outer*>(reinterpret_cast<char*>(p) - off);
+}
+
+struct Device {
+  verbs_device vdev;  // first: libibverbs frees it through uninit_device
+  std::string netdev;
+  std::string ibdev;
+  std::string sysfs_path;  // $SYSFS_PATH/class/infiniband/<ibdev>
+
+  // A sysfs attribute of this device, trailing newline removed ("" if absent).
+  std::string attr(const std::string& file) const;
+};
+
+struct Cq;
+
+struct Context {
+  verbs_context vctx;  // ibv_context is its LAST member: use container_of
+  Device* dev = nullptr;
+  int async_wfd = -1;  // libibverbs reads async events from vctx.context.async_fd
+  std::mutex mu;       // the memory table and object counts
+  iwarp::MemoryTable mem;
+  std::uint32_t next_pd = 1;
+  std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
+  int (*comp_channel_wfd)(int) = nullptr;  // from libuiwarp-shim.so
+
+  static Context* of(ibv_context* c) {
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(Context, vctx) -
+                                      offsetof(verbs_context, context));
+  }
+  // Queues an async event (IBV_EVENT_*) for ibv_get_async_event.
+  void post_async_event(std::uint64_t element, std::uint32_t type);
+};
+
+struct Pd {
+  ibv_pd ibv;
+  std::uint32_t id;
+};
+
+struct Mr {
+  verbs_mr vmr;
+  std::uint32_t pd_id;
+};
+
+struct Cq {
+  verbs_cq vcq;
+  bool extended = false;
+  std::mutex mu;
+  std::vector<ibv_wc> ring;  // capacity = cqe
+  std::size_t head = 0, count = 0;
+  bool armed = false;
+  bool solicited_only = false;
+  bool overflowed = false;
+  std::uint64_t wc_flags_ex = 0;  // ibv_cq_init_attr_ex.wc_flags
+  ibv_wc current{};               // the entry an extended poll is on
+
+  static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+  static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
+  Context* ctx() { return Context::of(vcq.cq.context); }
+  // Adds completions; signals the channel if armed (and solicited, when asked).
+  void push(const ibv_wc& wc, bool solicited);
+};
+
+struct Srq {
+  ibv_srq ibv;
+  std::mutex mu;
+  std::unique_ptr<iwarp::SharedRecvQueue> q;
+  std::uint32_t max_sge = 0;
+  std::uint32_t limit = 0;  // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
+  std::uint32_t pd_id = 0;
+};
+
+struct Qp {
+  verbs_qp vqp;
+  std::recursive_mutex mu;
+  ibv_qp_cap cap{};
+  bool sq_sig_all = false;
+  ibv_qp_state state = IBV_QPS_RESET;
+  int access = 0;
+  std::uint32_t pd_id = 0;
+  Srq* srq = nullptr;
+  std::deque<iwarp::RecvWr> pending_recv;  // posted before the connection exists
+  std::unique_ptr<iwarp::Qp> engine;       // created when the CM connects the QP
+
+  // ibv_wr_* (extended send API): the WR being built and the batch.
+  std::vector<iwarp::SendWr> wr_batch;
+  int wr_error = 0;
+
+  static Qp* of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+  static Qp* of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
+  ibv_qp* ibv() { return &vqp.qp; }
+  Context* ctx() { return Context::of(vqp.qp.context); }
+  // Moves the engine's completions to the CQs (qp lock held).
+  void reap();
+  // Flushes everything outstanding (QP to ERR).
+  void flush();
+};
+
+// Translations shared by the verbs (static tables in translate.cpp).
+ibv_wc_status wc_status(iwarp::WcStatus s);
+ibv_wc_opcode wc_opcode(iwarp::WcOpcode o);
+ibv_wc to_ibv_wc(const iwarp::Completion& c, std::uint32_t qp_num);
+std::uint32_t to_iwarp_access(int ibv_access);
+
+// Verbs, grouped by file (verbs_device.cpp, verbs_mem.cpp, verbs_cq.cpp, verbs_qp.cpp).
+int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
+int query_port(ibv_context*, uint8_t, ibv_port_attr*);
+void async_event(ibv_context*, ibv_async_event*);
+
+ibv_pd* alloc_pd(ibv_context*);
+int dealloc_pd(ibv_pd*);
+ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
+int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);
+int dereg_mr(verbs_mr*);
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
+
+ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);
+ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*);
+int destroy_cq(ibv_cq*);
+int resize_cq(ibv_cq*, int);
+int poll_cq(ibv_cq*, int, ibv_wc*);
+int req_notify_cq(ibv_cq*, int);
+void cq_event(ibv_cq*);
+int modify_cq(ibv_cq*, ibv_modify_cq_attr*);
+
+ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*);
+ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*);
+int modify_qp(ibv_qp*, ibv_qp_attr*, int);
+int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
+int destroy_qp(ibv_qp*);
+int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
+int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
+
+ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*);
+ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
+int modify_srq(ibv_srq*, ibv_srq_attr*, int);
+int query_srq(ibv_srq*, ibv_srq_attr*);
+int destroy_srq(ibv_srq*);
+int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+
+// One-line reason on stderr for a verb that iWARP cannot honour (once per cause).
+void explain(const char* what);
+
+}  // namespace uiwarp

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Completion queues: a ring of ibv_wc per CQ, filled from the QP engines; the
+// classic poll_cq and the extended (ibv_cq_ex) iterator; notification through
+// completion channels, whose fds the shim creates and the CQ writes to.
+#include <unistd.h>
+
+#include <cerrno>
+#include <new>
+
+#include "provider.hpp"
+
+namespace uiwarp {
+
+namespace {
+
+constexpr std::uint64_t kSupportedWcFlags =
+    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
+    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+    IBV_WC_EX_WITH_DLID_PATH_BITS;
+
+bool pop(Cq* cq, ibv_wc* out) {
+  if (cq->count == 0) return false;
+  *out = cq->ring[cq->head];
+  cq->head = (cq->head + 1) % cq->ring.size();
+  --cq->count;
+  return true;
+}
+
+// ---- extended poll: start_poll takes the CQ lock, end_poll releases it ----
+
+void load_current(Cq* cq) {
+  cq->vcq.cq_ex.wr_id = cq->current.wr_id;
+  cq->vcq.cq_ex.status = cq->current.status;
+}
+int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
+  if (attr && attr->comp_mask) return EINVAL;
+  Cq* cq = Cq::of(cqx);
+  cq->mu.lock();
+  if (!pop(cq, &cq->current)) {
+    cq->mu.unlock();
+    return ENOENT;  // libibverbs: no end_poll after ENOENT from start_poll
+  }
+  load_current(cq);
+  return 0;
+}
+int next_poll(ibv_cq_ex* cqx) {
+  Cq* cq = Cq::of(cqx);
+  if (!pop(cq, &cq->current)) return ENOENT;
+  load_current(cq);
+  return 0;
+}
+void end_poll(ibv_cq_ex* cqx) { Cq::of(cqx)->mu.unlock(); }
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return Cq::of(c)->current.opcode; }
+uint32_t read_vendor_err(ibv_cq_ex* c) { return Cq::of(c)->current.vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* c) { return Cq::of(c)->current.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* c) { return Cq::of(c)->current.imm_data; }
+uint32_t read_qp_num(ibv_cq_ex* c) { return Cq::of(c)->current.qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* c) { return Cq::of(c)->current.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* c) { return Cq::of(c)->current.wc_flags; }
+uint32_t read_slid(ibv_cq_ex* c) { return Cq::of(c)->current.slid; }
+uint8_t read_sl(ibv_cq_ex* c) { return Cq::of(c)->current.sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) { return Cq::of(c)->current.dlid_path_bits; }
+
+Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+  if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe || comp_vector < 0 ||
+      comp_vector >= ibctx->num_comp_vectors) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Context* ctx = Context::of(ibctx);
+  {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    if (ctx->cqs >= Limits::kMaxCq) {
+      errno = ENOMEM;
+      return nullptr;
+    }
+    ++ctx->cqs;
+  }
+  auto* cq = new (std::nothrow) Cq;
+  if (cq) {
+    try {
+      cq->ring.resize(static_cast<std::size_t>(cqe));
+    } catch (const std::bad_alloc&) {
+      delete cq;
+      cq = nullptr;
+    }
+  }
+  if (!cq) {
+    std::lock_guard<std::mutex> lock(ctx->mu);
+    --ctx->cqs;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  verbs_init_cq(&cq->vcq.cq, ibctx, channel, nullptr);
+  cq->vcq.cq.cqe = cqe;
+  return cq;
+}
+
+}  // namespace
+
+void Cq::push(const ibv_wc& wc, bool solicited) {
+  bool notify = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (count == ring.size()) {
+      // CQ overrun: the completion is lost, which verbs reports as IBV_EVENT_CQ_ERR.
+      if (!overflowed) ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vcq.cq),
+                                               IBV_EVENT_CQ_ERR);
+      overflowed = true;
+      return;
+    }
+    ring[(head + count) % ring.size()] = wc;
+    ++count;
+    if (armed && (!solicited_only || solicited || wc.status != IBV_WC_SUCCESS)) {
+      armed = false;
+      notify = true;
+    }
+  }
+  ibv_comp_channel* ch = vcq.cq.channel;
+  Context* c = ctx();
+  if (notify && ch && c->comp_channel_wfd) {
+    int wfd = c->comp_channel_wfd(ch->fd);
+    // ib_uverbs_comp_event_desc: the CQ handle libibverbs turns back into the ibv_cq*.
+    std::uint64_t handle = reinterpret_cast<std::uintptr_t>(&vcq.cq);
+    if (wfd >= 0) [[maybe_unused]] ssize_t n = ::write(wfd, &handle, sizeof handle);
+  }
+}
+
+ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+  Cq* cq = new_cq(ibctx, cqe, channel, comp_vector);
+  return cq ? &cq->vcq.cq : nullptr;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) {
+  if (!attr || attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
+      (attr->wc_flags & ~kSupportedWcFlags) || (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
+                                                attr->flags)) {
+    errno = EOPNOTSUPP;
+    return nullptr;
+  }
+  Cq* cq = new_cq(ibctx, static_cast<int>(attr->cqe), attr->channel,
+                  static_cast<int>(attr->comp_vector));
+  if (!cq) return nullptr;
+  cq->extended = true;
+  cq->wc_flags_ex = attr->wc_flags;
+  ibv_cq_ex& x = cq->vcq.cq_ex;
+  x.cq_context = attr->cq_context;
+  x.start_poll = start_poll;
+  x.next_poll = next_poll;
+  x.end_poll = end_poll;
+  x.read_opcode = read_opcode;
+  x.read_vendor_err = read_vendor_err;
+  x.read_byte_len = read_byte_len;
+  x.read_imm_data = read_imm_data;
+  x.read_qp_num = read_qp_num;
+  x.read_src_qp = read_src_qp;
+  x.read_wc_flags = read_wc_flags;
+  x.read_slid = read_slid;
+  x.read_sl = read_sl;
+  x.read_dlid_path_bits = read_dlid_path_bits;
+  return &x;
+}
+
+int destroy_cq(ibv_cq* ibcq) {
+  Cq* cq = Cq::of(ibcq);
+  Context* ctx = cq->ctx();
+  delete cq;
+  std::lock_guard<std::mutex> lock(ctx->mu);
+  --ctx->cqs;
+  return 0;
+}
+
+int resize_cq(ibv_cq* ibcq, int cqe) {
+  Cq* cq = Cq::of(ibcq);
+  std::lock_guard<std::mutex> lock(cq->mu);
+  if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe ||
+      static_cast<std::size_t>(cqe) < cq->count)
+    return EINVAL;
+  std::vector<ibv_wc> ring(static_cast<std::size_t>(cqe));
+  for (std::size_t i = 0; i < cq->count; ++i) ring[i] = cq->ring[(cq->head + i) % cq->ring.size()];
+  cq->ring = std::move(ring);
+  cq->head = 0;
+  ibcq->cqe = cqe;
+  return 0;
+}
+
+int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
+  if (num < 0) return -EINVAL;
+  Cq* cq = Cq::of(ibcq);
+  std::lock_guard<std::mutex> lock(cq->mu);
+  int n = 0;
+  while (n < num && pop(cq, &wc[n])) ++n;
+  return n;
+}
+
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+  // Arms for the next completion added (IB semantics: not for those already queued).
+  Cq* cq = Cq::of(ibcq);
+  std::lock_guard<std::mutex> lock(cq->mu);
+  cq->armed = true;
+  cq->solicited_only = solicited_only != 0;
+  return 0;
+}
+
+void cq_event(ibv_cq*) {}
+
+int modify_cq(ibv_cq*, ibv_modify_cq_attr* attr) {
+  // Moderation is a hardware interrupt knob; there is no interrupt to moderate.
+  return attr && attr->attr_mask ? EOPNOTSUPP : EINVAL;
+}
+
+}  // namespace uiwarp
