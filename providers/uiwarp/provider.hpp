@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "iwarp/memory.hpp"
@@ -58,16 +59,24 @@ struct Device {
 };
 
 struct Cq;
+struct Qp;
+class Progress;
 
 struct Context {
   verbs_context vctx;  // ibv_context is its LAST member: use container_of
   Device* dev = nullptr;
   int async_wfd = -1;  // libibverbs reads async events from vctx.context.async_fd
-  std::mutex mu;       // the memory table and object counts
+  // The one lock of a context's protocol state: the STag table, every QP
+  // engine and SRQ. Engines resolve STags into host memory while reg/dereg
+  // change the table, and SRQs feed several engines. CQs have their own lock,
+  // always taken last.
+  std::recursive_mutex mu;
   iwarp::MemoryTable mem;
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
   int (*comp_channel_wfd)(int) = nullptr;  // from libuiwarp-shim.so
+  std::unique_ptr<Progress> progress;  // started by the first connected QP
+  ~Context();
 
   static Context* of(ibv_context* c) {
     return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(Context, vctx) -
@@ -77,15 +86,20 @@ struct Context {
   void post_async_event(std::uint64_t element, std::uint32_t type);
 };
 
+// Objects that others depend on count their users: destroying one in use is
+// EBUSY, as with the kernel's uverbs.
 struct Pd {
   ibv_pd ibv;
   std::uint32_t id;
+  std::atomic<int> users{0};  // MRs, QPs, SRQs
 };
 
 struct Mr {
   verbs_mr vmr;
   std::uint32_t pd_id;
 };
+
+inline struct Pd* pd_of(ibv_pd* p) { return reinterpret_cast<struct Pd*>(p); }
 
 struct Cq {
   verbs_cq vcq;
@@ -98,6 +112,7 @@ struct Cq {
   bool overflowed = false;
   std::uint64_t wc_flags_ex = 0;  // ibv_cq_init_attr_ex.wc_flags
   ibv_wc current{};               // the entry an extended poll is on
+  std::atomic<int> users{0};      // QPs
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
@@ -108,16 +123,15 @@ struct Cq {
 
 struct Srq {
   ibv_srq ibv;
-  std::mutex mu;
   std::unique_ptr<iwarp::SharedRecvQueue> q;
   std::uint32_t max_sge = 0;
   std::uint32_t limit = 0;  // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
   std::uint32_t pd_id = 0;
+  std::atomic<int> users{0};  // QPs
 };
 
 struct Qp {
   verbs_qp vqp;
-  std::recursive_mutex mu;
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
@@ -126,6 +140,15 @@ struct Qp {
   Srq* srq = nullptr;
   std::deque<iwarp::RecvWr> pending_recv;  // posted before the connection exists
   std::unique_ptr<iwarp::Qp> engine;       // created when the CM connects the QP
+
+  // The connection (after the CM attached it; see progress.cpp).
+  int fd = -1;
+  bool want_write = false;   // socket full: wait for EPOLLOUT
+  bool fin_sent = false;
+  bool peer_closed = false;
+  bool event_reported = false;
+  std::vector<std::byte> staging;  // small reads (headers) land here first
+  std::size_t staged_pos = 0, staged_end = 0;
 
   // ibv_wr_* (extended send API): the WR being built and the batch.
   std::vector<iwarp::SendWr> wr_batch;
@@ -139,6 +162,38 @@ struct Qp {
   void reap();
   // Flushes everything outstanding (QP to ERR).
   void flush();
+  // Transmits what the engine has ready, from the calling thread (context lock
+  // held); arms EPOLLOUT if the socket is full.
+  void push_tx();
+  // Reads and processes what the socket has (progress thread).
+  void pull_rx();
+  // After I/O: completions, close handling, events to the CM.
+  void after_io();
+  // Drops the connection and the engine (QP to RESET, destroy).
+  void detach();
+  ~Qp();
+};
+
+// QPN -> QP registry for the CM (verbs_qp.cpp).
+Qp* find_qp(std::uint32_t qp_num);
+
+// Per-context progress thread: epoll over the connected QPs' sockets.
+class Progress {
+ public:
+  explicit Progress(Context* ctx);
+  ~Progress();
+  bool ok() const { return epfd_ >= 0; }
+  int add(Qp* qp);
+  void remove(Qp* qp);
+  void update(Qp* qp);  // re-arm EPOLLOUT interest after want_write changed
+
+ private:
+  void run();
+  Context* ctx_;
+  int epfd_ = -1;
+  int stopfd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
 };
 
 // Translations shared by the verbs (static tables in translate.cpp).

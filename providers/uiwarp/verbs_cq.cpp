@@ -70,7 +70,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     if (ctx->cqs >= Limits::kMaxCq) {
       errno = ENOMEM;
       return nullptr;
@@ -87,7 +87,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
   }
   if (!cq) {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     --ctx->cqs;
     errno = ENOMEM;
     return nullptr;
@@ -164,9 +164,10 @@ ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) {
 
 int destroy_cq(ibv_cq* ibcq) {
   Cq* cq = Cq::of(ibcq);
+  if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   delete cq;
-  std::lock_guard<std::mutex> lock(ctx->mu);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
   --ctx->cqs;
   return 0;
 }

@@ -148,7 +148,7 @@ iwarp::SendWr* cur_wr(ibv_qp_ex* qpx) {
 
 void wr_start(ibv_qp_ex* qpx) {
   Qp* qp = Qp::of(qpx);
-  qp->mu.lock();  // held until wr_complete / wr_abort (verbs: one batch at a time)
+  qp->ctx()->mu.lock();  // held until wr_complete / wr_abort (one batch at a time)
   qp->wr_batch.clear();
   qp->wr_error = 0;
 }
@@ -165,14 +165,15 @@ int wr_complete(ibv_qp_ex* qpx) {
   for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i)
     err = submit_send(qp, std::move(qp->wr_batch[i]));
   qp->wr_batch.clear();
-  qp->reap();
-  qp->mu.unlock();
+  qp->push_tx();
+  qp->after_io();
+  qp->ctx()->mu.unlock();
   return err;
 }
 void wr_abort(ibv_qp_ex* qpx) {
   Qp* qp = Qp::of(qpx);
   qp->wr_batch.clear();
-  qp->mu.unlock();
+  qp->ctx()->mu.unlock();
 }
 void wr_send(ibv_qp_ex* qpx) { new_wr(qpx, iwarp::WrOpcode::Send); }
 void wr_send_inv(ibv_qp_ex* qpx, uint32_t rkey) {
@@ -235,6 +236,12 @@ std::map<std::uint32_t, Qp*> g_qps;  // QPN -> QP, for the CM (conn_param.qp_num
 
 }  // namespace
 
+Qp* find_qp(std::uint32_t qp_num) {
+  std::lock_guard<std::mutex> lock(g_qps_mu);
+  auto it = g_qps.find(qp_num);
+  return it == g_qps.end() ? nullptr : it->second;
+}
+
 // ---- Qp ---------------------------------------------------------------------------
 
 void Qp::reap() {
@@ -286,7 +293,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     if (ctx->qps >= Limits::kMaxQp) {
       errno = ENOMEM;
       return nullptr;
@@ -295,7 +302,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   }
   auto* qp = new (std::nothrow) Qp;
   if (!qp) {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     --ctx->qps;
     errno = ENOMEM;
     return nullptr;
@@ -314,8 +321,12 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   q.events_completed = 0;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
-  qp->pd_id = reinterpret_cast<Pd*>(a->pd)->id;
+  qp->pd_id = pd_of(a->pd)->id;
   qp->srq = a->srq ? reinterpret_cast<Srq*>(a->srq) : nullptr;
+  ++pd_of(a->pd)->users;
+  ++Cq::of(a->send_cq)->users;
+  ++Cq::of(a->recv_cq)->users;
+  if (qp->srq) ++qp->srq->users;
   qp->sq_sig_all = a->sq_sig_all != 0;
   // What we actually provide: at least what was asked.
   a->cap.max_inline_data = Limits::kMaxInline;
@@ -364,7 +375,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   Qp* qp = Qp::of(ibqp);
   if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
-  std::lock_guard<std::recursive_mutex> lock(qp->mu);
+  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
   if (mask & kIbConnectAttrs) {
     explain("iWARP QPs are connected by the RDMA CM (rdma_connect/rdma_accept), not by "
@@ -380,7 +391,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
     ibv_qp_state from = qp->state, to = attr->qp_state;
     switch (to) {
       case IBV_QPS_RESET:
-        qp->engine.reset();
+        qp->detach();
         qp->pending_recv.clear();
         break;
       case IBV_QPS_INIT:
@@ -399,9 +410,12 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
         // Graceful close (rdma_disconnect): send what is queued, then FIN.
         if (!qp->engine || from != IBV_QPS_RTS) return EINVAL;
         qp->engine->close();
+        qp->push_tx();
+        qp->after_io();
         break;
       case IBV_QPS_ERR:
         qp->flush();
+        qp->after_io();
         break;
       default:
         return EINVAL;
@@ -416,7 +430,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) {
   if (!attr || !init) return EINVAL;
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->mu);
+  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
   *attr = ibv_qp_attr{};
   attr->qp_state = attr->cur_qp_state = qp->state;
   attr->path_mtu = IBV_MTU_1024;
@@ -442,21 +456,25 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
 int destroy_qp(ibv_qp* ibqp) {
   Qp* qp = Qp::of(ibqp);
   Context* ctx = qp->ctx();
+  std::lock_guard<std::recursive_mutex> ctx_lock(ctx->mu);
   {
     std::lock_guard<std::mutex> lock(g_qps_mu);
     g_qps.erase(ibqp->qp_num);
   }
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
+  --pd_of(ibqp->pd)->users;
+  --Cq::of(ibqp->send_cq)->users;
+  --Cq::of(ibqp->recv_cq)->users;
+  if (qp->srq) --qp->srq->users;
   delete qp;
-  std::lock_guard<std::mutex> lock(ctx->mu);
   --ctx->qps;
   return 0;
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->mu);
+  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     iwarp::SendWr w;
@@ -464,14 +482,15 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
     if (!err) err = submit_send(qp, std::move(w));
     if (err) break;
   }
-  qp->reap();
+  qp->push_tx();
+  qp->after_io();
   if (err && bad) *bad = wr;
   return err;
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->mu);
+  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     if (qp->srq || qp->state == IBV_QPS_RESET || wr->num_sge < 0 ||
@@ -520,7 +539,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     if (ctx->srqs >= Limits::kMaxSrq) {
       errno = ENOMEM;
       return nullptr;
@@ -529,7 +548,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
   }
   auto* srq = new (std::nothrow) Srq;
   if (!srq) {
-    std::lock_guard<std::mutex> lock(ctx->mu);
+    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
     --ctx->srqs;
     errno = ENOMEM;
     return nullptr;
@@ -537,7 +556,8 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
   srq->q = std::make_unique<iwarp::SharedRecvQueue>(s.max_wr);
   srq->max_sge = s.max_sge;
   srq->limit = s.srq_limit;
-  srq->pd_id = reinterpret_cast<Pd*>(a->pd)->id;
+  srq->pd_id = pd_of(a->pd)->id;
+  ++pd_of(a->pd)->users;
   ibv_srq& i = srq->ibv;
   i.context = ibctx;
   i.srq_context = a->srq_context;
@@ -566,7 +586,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
   if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
-  std::lock_guard<std::mutex> lock(srq->mu);
+  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
   std::uint32_t depth = srq->q->depth();
   if (mask & IBV_SRQ_MAX_WR) {
     if (attr->max_wr == 0 || attr->max_wr > Limits::kMaxSrqWr || attr->max_wr < srq->q->size())
@@ -586,7 +606,7 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
 int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
   if (!attr) return EINVAL;
-  std::lock_guard<std::mutex> lock(srq->mu);
+  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
   attr->max_wr = srq->q->depth();
   attr->max_sge = srq->max_sge;
   attr->srq_limit = srq->limit;
@@ -595,18 +615,20 @@ int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
 
 int destroy_srq(ibv_srq* ibsrq) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
+  if (srq->users.load() > 0) return EBUSY;
   Context* ctx = Context::of(ibsrq->context);
+  --pd_of(ibsrq->pd)->users;
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   delete srq;
-  std::lock_guard<std::mutex> lock(ctx->mu);
+  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
   --ctx->srqs;
   return 0;
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
-  std::lock_guard<std::mutex> lock(srq->mu);
+  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > srq->max_sge) {
