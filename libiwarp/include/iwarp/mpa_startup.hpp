@@ -121,7 +121,8 @@ class MpaStartup {
   // Responder, in RequestReceived: what the initiator asked for.
   const MpaFrame& request() const { return peer_frame_; }
   // Responder: accept (queues the Reply, state becomes Established) with local
-  // IRD/ORD the ULP wants (nullopt: the policy's) and its private data.
+  // IRD/ORD the ULP wants (nullopt: the policy's) and its private data. accept()
+  // and reject() do nothing outside RequestReceived.
   void accept(std::vector<std::byte> private_data, std::optional<std::uint16_t> ird = {},
               std::optional<std::uint16_t> ord = {});
   // Responder: reject with private data (Reply R=1); state becomes Rejected.
@@ -145,7 +146,7 @@ class MpaStartup {
  private:
   MpaStartup() = default;
 
-  bool check_policy();
+  static MpaStartup start(MpaRole role, const MpaPolicy& policy, MpaClock::time_point now);
   bool awaiting_frame() const;
   MpaKind expected_kind() const;
   bool peer_enhanced() const;
