@@ -128,12 +128,19 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   static constexpr std::array<std::byte, 3> kZeroPad{};
   emit(out, ConstBytes(kZeroPad).first(fpdu_pad(ulpdu_len)), true, true);
 
+  // RFC 5044 §4.4 (MPA-027): a marker that immediately follows the PAD, i.e.
+  // lands right before the CRC field, is covered by this FPDU's CRC, so it has
+  // to go out before the CRC value is computed (emit() would only place it
+  // once the first CRC octet is written, after the value was taken).
+  if (markers_ && pos_ % kMarkerSpacing == 0)
+    emit_marker(out, static_cast<std::uint16_t>(pos_ - fpdu_start_), true);
+
   // RFC 5044 §4.4: without CRC the field is still present (MPA-013); zero it.
   std::array<std::byte, kCrcLen> crc{};
   if (crc_) store_crc_le(crc.data(), crc32c_finish(crc_state_));
-  // A marker inside the CRC field is not covered by any CRC; one right before
-  // it (after the PAD) was covered above.
-  for (std::size_t i = 0; i < kCrcLen; ++i) emit(out, ConstBytes(crc).subspan(i, 1), true, i == 0);
+  // A marker inside the CRC field would not be covered by any CRC. (FPDUs are
+  // multiples of 4 octets starting at multiples of 4, so none ever lands there.)
+  for (std::size_t i = 0; i < kCrcLen; ++i) emit(out, ConstBytes(crc).subspan(i, 1), true, false);
 }
 
 std::vector<std::byte> FpduTx::frame_bytes(ConstBytes header, std::span<const ConstBytes> payload) {

@@ -51,19 +51,27 @@ std::uint8_t MemoryTable::next_key() { return static_cast<std::uint8_t>(rng_() &
 std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t base,
                                std::uint64_t length, std::uint32_t access) {
   std::uint32_t index;
+  std::uint8_t old_key = 0;
+  bool reused = false;
   if (!free_.empty()) {
     // Reuse a random free slot so that indices do not hint at allocation order.
     std::size_t pick = rng_() % free_.size();
     index = free_[pick];
     free_[pick] = free_.back();
     free_.pop_back();
+    old_key = static_cast<std::uint8_t>(regions_[index].stag & 0xff);
+    reused = true;
   } else {
     if (regions_.size() >= kIndexLimit) return 0;
     index = static_cast<std::uint32_t>(regions_.size());
     regions_.emplace_back();
   }
   MemoryRegion& r = regions_[index];
-  r = MemoryRegion{(index << 8) | next_key(), pd, access, host, base, length, 0, true};
+  // A reused slot never gets its previous key back: the old STag stays dead
+  // (RFC 5040 §8.1.1(6), HX-103).
+  std::uint8_t key = next_key();
+  if (reused && key == old_key) key = static_cast<std::uint8_t>(key + 1);
+  r = MemoryRegion{(index << 8) | key, pd, access, host, base, length, 0, true};
   ++live_;
   return r.stag;
 }
@@ -71,19 +79,21 @@ std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t 
 std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32_t pd,
                                                  std::byte* host, std::uint64_t base,
                                                  std::uint64_t length, std::uint32_t access) {
-  std::uint32_t index = index_of(stag);
-  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return std::nullopt;
-  MemoryRegion& r = regions_[index];
+  if (!find(stag)) return std::nullopt;
+  MemoryRegion& r = regions_[index_of(stag)];
   std::uint8_t key = next_key();
   if (key == (stag & 0xff)) key = static_cast<std::uint8_t>(key + 1);
-  r = MemoryRegion{(index << 8) | key, pd, access, host, base, length, r.qp, true};
+  r = MemoryRegion{(index_of(stag) << 8) | key, pd, access, host, base, length, r.qp, true};
   return r.stag;
 }
 
 bool MemoryTable::remove(std::uint32_t stag) {
+  if (!find(stag)) return false;
   std::uint32_t index = index_of(stag);
-  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return false;
+  // Keep the dead STag's value (host == nullptr marks the slot free) so that the
+  // slot's next key differs from it.
   regions_[index] = MemoryRegion{};
+  regions_[index].stag = stag;
   regions_[index].valid = false;
   free_.push_back(index);
   --live_;
@@ -91,9 +101,14 @@ bool MemoryTable::remove(std::uint32_t stag) {
 }
 
 bool MemoryTable::invalidate(std::uint32_t stag) {
-  std::uint32_t index = index_of(stag);
-  if (index == 0 || index >= regions_.size() || regions_[index].stag != stag) return false;
-  regions_[index].valid = false;
+  if (!find(stag)) return false;
+  regions_[index_of(stag)].valid = false;
+  return true;
+}
+
+bool MemoryTable::associate(std::uint32_t stag, std::uint32_t qp) {
+  if (!find(stag)) return false;
+  regions_[index_of(stag)].qp = qp;
   return true;
 }
 

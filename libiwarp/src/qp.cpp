@@ -92,6 +92,12 @@ PostError Qp::post_send(SendWr wr) {
                    wr.opcode == WrOpcode::AtomicFetchAdd ||
                    wr.opcode == WrOpcode::AtomicCompareSwap;
   if (ext && !cfg_.rfc7306) return PostError::InvalidArgument;
+  // With ORD 0 (RFC 6581 may negotiate it) a Read or Atomic could never be sent.
+  const bool outbound_req = wr.opcode == WrOpcode::RdmaRead ||
+                            wr.opcode == WrOpcode::AtomicFetchAdd ||
+                            wr.opcode == WrOpcode::AtomicCompareSwap;
+  if (outbound_req && cfg_.ord == 0) return PostError::InvalidArgument;
+  if (!wr.inline_data.empty()) wr.is_inline = true;  // inline_data replaces the SGL
   if (wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
   if (wr.is_inline && (wr.inline_data.size() > cfg_.max_inline || wr.opcode == WrOpcode::RdmaRead))
     return PostError::InvalidArgument;
@@ -169,7 +175,9 @@ void Qp::flush_all(std::optional<WcStatus> first_status) {
   }
   sq_next_ = sq_.size();
   complete_sq();
-  for (RqEntry& r : rq_) push_completion(Completion::make(r.wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, true));
+  for (RqEntry& r : rq_)
+    push_completion(Completion::make(r.wr.wr_id, r.error.value_or(WcStatus::Flushed),
+                                     WcOpcode::Recv, 0, true));
   rq_.clear();
 }
 
@@ -177,12 +185,21 @@ void Qp::enter_error(std::optional<WcStatus> first_status) {
   rx_stopped_ = true;
   // A frame already partly written must be finished (stream integrity); the
   // rest of the queued frames are dropped along with their work requests.
-  while (frames_.size() > 1 || (frames_.size() == 1 && frames_.front().frame.remaining() ==
-                                                           frames_.front().frame.size())) {
+  while (frames_.size() > 1 || (frames_.size() == 1 && frames_.front().untouched())) {
     if (frames_.back().is_terminate) break;
     frames_.pop_back();
   }
-  for (QueuedFrame& f : frames_) f.completes = nullptr;
+  for (QueuedFrame& f : frames_) {
+    f.completes = nullptr;
+    if (!f.is_terminate && f.owned.empty() && f.frame.remaining() > 0) {
+      // Its payload points into memory of a WR about to be flushed (inline data
+      // dies with the WR; the consumer may deregister the rest): keep a copy.
+      std::vector<std::byte> all = f.frame.to_bytes();
+      f.owned.assign(all.end() - static_cast<std::ptrdiff_t>(f.frame.remaining()), all.end());
+      f.owned_off = 0;
+      f.frame.clear();
+    }
+  }
   flush_all(first_status);
   if (state_ != QpState::Terminate) state_ = QpState::Error;
 }
@@ -204,8 +221,11 @@ void Qp::terminate(TermCode code, std::string message, bool with_header, bool wi
     }
   }
   enter_error(std::nullopt);
-  if (peer_closed_) {
-    state_ = QpState::Error;  // nobody to tell
+  // Nobody to tell: the connection is gone, or we are a responder that has not
+  // heard from the initiator yet, who may not be in Full Operation (RFC 5044
+  // §7.1.2 r4, MPA-063). Any octet of an FPDU from it proves it is.
+  if (peer_closed_ || (!tx_allowed_ && rx_.stream_offset() == 0)) {
+    state_ = QpState::Error;
     return;
   }
   queue_terminate(t);
@@ -233,6 +253,12 @@ bool Qp::wants_disconnect() const {
 
 void Qp::on_peer_closed(bool graceful) {
   peer_closed_ = true;
+  if (state_ == QpState::Closed) {
+    // The peer's side of a graceful close (RFC 5041 §6.2.1): not an error; the
+    // receive buffers left over are flushed.
+    flush_all(std::nullopt);
+    return;
+  }
   if (state_ == QpState::Error || state_ == QpState::Terminate) {
     frames_.clear();
     state_ = QpState::Error;

@@ -58,7 +58,12 @@ std::optional<TermCode> Qp::ulpdu_begin(std::size_t len) {
   rx_read_ = nullptr;
   rtr_swallow_ = false;
   if (rx_stopped_) return std::nullopt;
-  if (len == 0) hdr_need_ = 0;
+  // HX-037: a ULPDU that cannot hold even a tagged DDP header (the zero-length
+  // one included, which would otherwise never reach ulpdu_landed).
+  if (len < kTaggedHdrLen)
+    return reject(term::ddp_local_catastrophic,
+                  "ULPDU of " + std::to_string(len) + " octets is shorter than a DDP header",
+                  false);
   return std::nullopt;
 }
 
@@ -147,18 +152,22 @@ std::optional<TermCode> Qp::on_header() {
   }
   // HX-037 / HX-080 / HX-087: the RDMAP header must be complete, and messages
   // without ULP payload must not carry any.
-  const std::size_t need = ddp_len + (seg_.op() == Opcode::Terminate ? kTerminateCtrlLen
-                                                                      : rx_rdmap_hdr_);
-  if (ulpdu_len_ < need)
+  const bool is_term = seg_.op() == Opcode::Terminate;
+  const std::size_t need = ddp_len + (is_term ? kTerminateCtrlLen : rx_rdmap_hdr_);
+  if (ulpdu_len_ < need) {
+    if (is_term) return malformed_terminate("truncated " + describe(seg_));  // HX-093
     return reject(term::rdmap_op_unspecified, "truncated RDMAP header in " + describe(seg_));
+  }
   if (!info.payload && ulpdu_len_ != need)
     return reject(term::rdmap_op_unspecified,
                   std::to_string(ulpdu_len_ - need) + " unexpected payload octets in " +
                       describe(seg_));
   if (!info.payload || info.rdmap_hdr) {
     // Single-segment messages (RFC 5040 §4.4, §4.8; RFC 7306 §4).
-    if (!seg_.last || seg_.mo != 0)
+    if (!seg_.last || seg_.mo != 0) {
+      if (is_term) return malformed_terminate("multi-segment " + describe(seg_));  // HX-093
       return reject(term::rdmap_op_unspecified, "multi-segment " + describe(seg_));
+    }
   }
   return seg_.tagged ? check_tagged() : check_untagged();
 }
@@ -248,7 +257,8 @@ std::optional<TermCode> Qp::check_untagged() {
           auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, access::kLocalWrite);
           if (r.error) {
             // A local error: the buffer's WR fails, the connection with it.
-            w->last_seen = true;
+            w->error = *r.error == MemError::Access ? WcStatus::LocalAccess
+                                                    : WcStatus::LocalProtection;
             return reject(term::ddp_local_catastrophic,
                           "receive WR " + std::to_string(w->wr.wr_id) + ": local protection error (" +
                               std::string(mem_error_name(*r.error)) + ")",
@@ -270,13 +280,8 @@ std::optional<TermCode> Qp::check_untagged() {
                       "more than IRD=" + std::to_string(cfg_.ird) + " outstanding Read Requests");
       return std::nullopt;
     case kQnTerminate:
-      if (len > term_buf_.size()) {
-        // HX-093: malformed Terminate: surface it, do not answer it.
-        note_error(term::rdmap_op_unspecified, true,
-                   "malformed Terminate from the peer (" + std::to_string(len) + " octets)");
-        enter_error(std::nullopt);
-        return std::nullopt;
-      }
+      if (len > term_buf_.size())
+        return malformed_terminate(std::to_string(len) + " octets");  // HX-093
       return std::nullopt;
     case kQnAtomicResponse:
       // HX-091: must answer our oldest outstanding Atomic Request.
@@ -302,6 +307,9 @@ void Qp::ulpdu_end(std::optional<TermCode> error) {
   }
   // MPA-063: the responder may send once the initiator's first FPDU is valid.
   tx_allowed_ = true;
+  // RFC 6581 §9.2: only the first message can be the hidden RTR (whatever its type,
+  // HX-019); a later zero-length Send is ordinary data.
+  cfg_.expect_rtr = false;
   if (!seg_.last) return;
   if (auto code = deliver()) {
     if (pending_term_) {
@@ -355,11 +363,9 @@ std::optional<TermCode> Qp::deliver() {
 std::optional<TermCode> Qp::deliver_send() {
   if (rtr_swallow_) {
     rtr_swallow_ = false;
-    cfg_.expect_rtr = false;
     ++rx_msn_[kQnSend];
     return std::nullopt;
   }
-  cfg_.expect_rtr = false;  // HX-019: any first message stands in for the RTR
   const OpcodeInfo& info = opcode_info(seg_.opcode);
   RqEntry* w = rx_wqe_;
   rx_wqe_ = nullptr;
@@ -458,12 +464,35 @@ std::optional<TermCode> Qp::deliver_atomic_request() {
   return std::nullopt;
 }
 
+std::optional<TermCode> Qp::malformed_terminate(std::string message) {
+  // HX-093 (RFC 5040 §5.4): surface it to the ULP, never answer it with a Terminate.
+  note_error(term::rdmap_op_unspecified, true, "malformed Terminate from the peer: " + message);
+  enter_error(WcStatus::RemoteOperation);
+  return std::nullopt;
+}
+
+namespace {
+// Layer/EType pairs of RFC 5040 §4.8 Fig. 9 (RFC 5041 §7.2: DDP EType 3 is for the LLP).
+bool known_term_code(TermCode c) {
+  switch (c.layer) {
+    case TermLayer::Rdmap: return c.etype <= term::kRdmapRemoteOperation;
+    case TermLayer::Ddp: return c.etype <= 3;
+    case TermLayer::Llp: return c.etype == 0;
+  }
+  return false;
+}
+}  // namespace
+
 void Qp::deliver_terminate() {
   const std::size_t len = ulpdu_len_ - seg_hdr_len_;
   auto t = TerminateHeader::decode(ConstBytes(term_buf_).first(std::min(len, term_buf_.size())));
   if (!t) {
-    note_error(term::rdmap_op_unspecified, true, "malformed Terminate from the peer");
-    enter_error(WcStatus::RemoteOperation);
+    malformed_terminate("the HdrCt bits promise more than its " + std::to_string(len) + " octets");
+    return;
+  }
+  if (!known_term_code(t->code)) {
+    malformed_terminate("unknown layer " + std::to_string(static_cast<unsigned>(t->code.layer)) +
+                        " / EType " + std::to_string(t->code.etype));
     return;
   }
   // RFC 5040 §5.4 (HX-095): deliver to the ULP, fail outstanding work, stop.

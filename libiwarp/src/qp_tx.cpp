@@ -81,6 +81,8 @@ bool Qp::start_next_message() {
 
   // Alternate between inbound Read Responses and our own send queue, so that
   // neither starves the other (ORD-09 lets responses overtake later messages).
+  // WRs posted after close() were completed (flushed) at once: never send them.
+  while (sq_next_ < sq_.size() && sq_[sq_next_].done) ++sq_next_;
   bool sq_ready = sq_next_ < sq_.size();
   if (sq_ready) {
     const SqEntry& e = sq_[sq_next_];
@@ -314,6 +316,8 @@ bool Qp::build_frame() {
   tx_.frame(hdr_scratch_, payload, f.frame);
   f.completes = nullptr;
   f.is_terminate = false;
+  f.owned.clear();
+  f.owned_off = 0;
   m.sent += seg;
   if (h.last) {
     if (m.completes_entry) f.completes = m.entry;
@@ -331,17 +335,26 @@ bool Qp::tx_pending() {
 void Qp::tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov) {
   tx_pending();
   for (const QueuedFrame& f : frames_) {
-    if (!iov.empty() && iov.size() + f.frame.piece_count() > max_iov) break;
-    f.frame.gather(iov);
+    const std::size_t pieces = f.owned.empty() ? f.frame.piece_count() : 1;
+    if (!iov.empty() && iov.size() + pieces > max_iov) break;
+    if (f.owned.empty())
+      f.frame.gather(iov);
+    else
+      iov.push_back(ConstBytes(f.owned).subspan(f.owned_off));
   }
 }
 
 void Qp::tx_advance(std::size_t n) {
   while (n > 0 && !frames_.empty()) {
     QueuedFrame& f = frames_.front();
-    std::size_t k = std::min(n, f.frame.remaining());
+    std::size_t k = std::min(n, f.remaining());
     n -= k;
-    if (!f.frame.consume(k)) break;
+    if (f.owned.empty()) {
+      if (!f.frame.consume(k)) break;
+    } else {
+      f.owned_off += k;
+      if (f.owned_off < f.owned.size()) break;
+    }
     // DDP-052: a Send or Write completes once the LLP has accepted all of it.
     if (f.completes) f.completes->done = true;
     if (f.is_terminate) {

@@ -244,10 +244,17 @@ std::optional<TerminateHeader> TerminateHeader::decode(ConstBytes in) {
   t.m = b2 & 0x80;
   t.d = b2 & 0x40;
   t.r = b2 & 0x20;
+  // C-06 (RFC 5040 §4.8 "if any" vs §7.1 rule 1 "set to zero"): a sender may use
+  // the fixed 52-octet layout -- length at 4, an 18-octet DDP header slot at 6,
+  // the RDMA header at 24 -- with zeros where HdrCt says nothing is valid. The
+  // only variable layout that reaches 52 octets (M|D, untagged DDP header, R)
+  // has the same offsets, so a Terminate of 52 octets or more is read with the
+  // fixed offsets whatever its HdrCt bits (also when D=0 and R=1).
+  const bool fixed = in.size() >= kTerminateMaxLen;
   std::size_t off = kTerminateCtrlLen;
-  if (t.m || t.d) {
+  if (t.m || t.d || fixed) {
     if (in.size() < off + 2) return std::nullopt;
-    t.ddp_segment_length = load_be16(in.data() + off);
+    if (t.m || t.d) t.ddp_segment_length = load_be16(in.data() + off);
     off += 2;
   }
   if (t.d) {
@@ -259,9 +266,8 @@ std::optional<TerminateHeader> TerminateHeader::decode(ConstBytes in) {
     std::memcpy(t.ddp_header.data(), in.data() + off, t.ddp_header_len);
     off += t.ddp_header_len;
   }
+  if (fixed) off = kTerminateCtrlLen + 2 + kUntaggedHdrLen;
   if (t.r) {
-    // A sender using the fixed layout pads a tagged DDP header to 18 octets.
-    if (in.size() >= off + kReadRequestHdrLen + 4 && t.ddp_header_len == kTaggedHdrLen) off += 4;
     if (in.size() < off + kReadRequestHdrLen) return std::nullopt;
     std::memcpy(t.rdma_header.data(), in.data() + off, kReadRequestHdrLen);
   }

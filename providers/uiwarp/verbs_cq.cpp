@@ -92,7 +92,12 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     errno = ENOMEM;
     return nullptr;
   }
-  verbs_init_cq(&cq->vcq.cq, ibctx, channel, nullptr);
+  // libibverbs runs verbs_init_cq() itself once create_cq/create_cq_ex return
+  // (ibv_create_cq, __lib_ibv_create_cq_ex); calling it here as well took two
+  // references on the completion channel, so ibv_destroy_comp_channel() stayed
+  // EBUSY after the CQ was gone. Only the fields the CQ needs are set here.
+  cq->vcq.cq.context = ibctx;
+  cq->vcq.cq.channel = channel;
   cq->vcq.cq.cqe = cqe;
   return cq;
 }

@@ -307,6 +307,11 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
     errno = ENOMEM;
     return nullptr;
   }
+  // verbs_qp has no initialisers and `new Qp` leaves it as the heap had it;
+  // ibv_qp_to_qp_ex() answers from comp_mask (VERBS_QP_EX), so it must be 0
+  // unless the ibv_wr_* ops are set below.
+  qp->vqp.comp_mask = 0;
+  qp->vqp.xrcd = nullptr;
   ibv_qp& q = qp->vqp.qp;
   q.context = ibctx;
   q.qp_context = a->qp_context;

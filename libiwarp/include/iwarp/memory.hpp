@@ -64,6 +64,9 @@ class MemoryTable {
                                       std::uint64_t base, std::uint64_t length,
                                       std::uint32_t access);
   bool remove(std::uint32_t stag);
+  // Restricts a region to one stream (RFC 5041 §8.2 DDP-Stream association,
+  // DDP-081); `qp` 0 returns it to PD-wide use. False if the STag is unknown.
+  bool associate(std::uint32_t stag, std::uint32_t qp);
   // Remote invalidation (Send with Invalidate): the STag stays allocated but unusable.
   bool invalidate(std::uint32_t stag);
   const MemoryRegion* find(std::uint32_t stag) const;

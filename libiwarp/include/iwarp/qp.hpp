@@ -254,6 +254,14 @@ class Qp final : private UlpduSink {
     TxFrame frame;
     SqEntry* completes = nullptr;
     bool is_terminate = false;
+    // The unsent rest of a frame that was partly written when its work request
+    // was flushed: copied, because the WR's memory may go away with the WR.
+    std::vector<std::byte> owned;
+    std::size_t owned_off = 0;
+    std::size_t remaining() const {
+      return owned.empty() ? frame.remaining() : owned.size() - owned_off;
+    }
+    bool untouched() const { return owned.empty() && frame.remaining() == frame.size(); }
   };
   // An RDMA Read or Atomic we sent and await the response to (RFC 5040 §5.2.2).
   struct Outstanding {
@@ -284,6 +292,7 @@ class Qp final : private UlpduSink {
     bool solicited = false;
     std::optional<std::uint32_t> invalidated;
     std::optional<std::uint64_t> immediate;
+    std::optional<WcStatus> error;  // completes with this status at flush
   };
   struct PendingTerm {
     TermCode code;
@@ -313,6 +322,7 @@ class Qp final : private UlpduSink {
   std::optional<TermCode> deliver_read_request();
   std::optional<TermCode> deliver_atomic_request();
   void deliver_terminate();
+  std::optional<TermCode> malformed_terminate(std::string message);
   RqEntry* rq_entry(std::uint32_t k);
   static MutBytes span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max);
   std::optional<TermCode> reject(TermCode code, std::string message, bool with_header = true,

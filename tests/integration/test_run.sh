@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# test_run.sh UIWARP-RUN SHIM PROVIDER: uiwarp-run sets SYSFS_PATH, RDMAV_DRIVERS and LD_PRELOAD,
+# publishes the tree, passes exit codes through, and locates its files by the documented rule.
+source "$(dirname "$0")/lib.sh"
+RUN=$1
+SHIM=$2
+PROVIDER=$3
+export UIWARP_STATE_DIR=$T/state
+NS=$UIWARP_STATE_DIR/netns-$(netns_inode)
+getvar() { sed -n "s/^$1=//p" <<<"$2"; }
+
+out=$(env -u RDMAV_DRIVERS -u LD_PRELOAD "$RUN" env 2>/dev/null)
+check "uiwarp-run env runs" test $? -eq 0
+expect_eq "SYSFS_PATH" "$NS/sysfs" "$(getvar SYSFS_PATH "$out")"
+expect_eq "RDMAV_DRIVERS: the build-tree provider, minus -rdmav34.so" "${PROVIDER%-rdmav34.so}" \
+  "$(getvar RDMAV_DRIVERS "$out")"
+expect_match "LD_PRELOAD ends with the shim" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
+check "the tree is there" test -f "$NS/sysfs/class/infiniband/uiwarp0/node_type"
+expect_eq "default device on lo" "lo" "$(cat "$NS/sysfs/class/infiniband/uiwarp0/uiwarp_netdev")"
+check "sysfs is a symlink to a content-addressed tree" test -L "$NS/sysfs"
+before=$(readlink "$NS/sysfs")
+"$RUN" true
+expect_eq "same links: same tree, not rebuilt" "$before" "$(readlink "$NS/sysfs")"
+
+out=$(RDMAV_DRIVERS=rxe LD_PRELOAD=$SHIM "$RUN" env 2>/dev/null)
+expect_eq "RDMAV_DRIVERS is prepended to" "${PROVIDER%-rdmav34.so}:rxe" \
+  "$(getvar RDMAV_DRIVERS "$out")"
+expect_eq "LD_PRELOAD holds the shim once" "1" \
+  "$(getvar LD_PRELOAD "$out" | tr ':' '\n' | grep -cx "$SHIM")"
+
+"$RUN" sh -c 'exit 3'
+expect_eq "the command's exit status" "3" "$?"
+"$RUN" /nonexistent/cmd 2>/dev/null
+expect_eq "command not found: 127" "127" "$?"
+"$RUN" 2>/dev/null
+expect_eq "no command: 125" "125" "$?"
+"$RUN" --bogus true 2>/dev/null
+expect_eq "unknown option: 125" "125" "$?"
+"$RUN" -- sh -c 'exit 0'
+expect_eq "-- ends the options" "0" "$?"
+
+# State dir precedence: UIWARP_STATE_DIR, then XDG_RUNTIME_DIR.
+mkdir -m 700 "$T/xdg"
+out=$(env -u UIWARP_STATE_DIR XDG_RUNTIME_DIR=$T/xdg "$RUN" env 2>/dev/null)
+expect_eq "XDG_RUNTIME_DIR when UIWARP_STATE_DIR is unset" \
+  "$T/xdg/netns-$(netns_inode)/sysfs" "$(getvar SYSFS_PATH "$out")"
+
+# Concurrent starts all see a whole tree.
+for i in 1 2 3 4 5 6 7 8; do
+  "$RUN" sh -c 'test -f "$SYSFS_PATH/class/infiniband_verbs/uverbs0/dev"' &
+done
+fails=0
+for i in 1 2 3 4 5 6 7 8; do wait -n || fails=$((fails + 1)); done
+expect_eq "8 concurrent runs" "0" "$fails"
+
+# A copy outside the build tree uses the installed files (absent here), unless overridden.
+cp "$RUN" "$T/uiwarp-run"
+err=$("$T/uiwarp-run" true 2>&1)
+if [[ -n $err ]]; then
+  expect_match "outside the build tree: the installed shim is looked for" "shim .* not found" "$err"
+else
+  ok "outside the build tree: the installed shim is used (uiwarp is installed here)"
+fi
+out=$(UIWARP_SHIM=$SHIM UIWARP_PROVIDER=/opt/x/libuiwarp-rdmav34.so "$T/uiwarp-run" env 2>/dev/null)
+expect_eq "UIWARP_PROVIDER overrides" "/opt/x/libuiwarp" "$(getvar RDMAV_DRIVERS "$out")"
+expect_match "UIWARP_SHIM overrides" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
+finish
