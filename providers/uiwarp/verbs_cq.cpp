@@ -19,6 +19,19 @@ constexpr std::uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
     IBV_WC_EX_WITH_DLID_PATH_BITS;
 
+// The extended poll holds a CQ from start_poll to end_poll (the API keeps the
+// current entry in the shared ibv_cq_ex: wr_id, status), but not by its ring
+// lock `mu`: between the two the consumer may post, and a post adds completions
+// to this CQ under `mu` (a flush in ERR, a reaped send), from this thread or,
+// holding the context lock first, from the progress thread. Holding `mu` over
+// user code deadlocked both ways. A poller lock of its own serialises extended
+// pollers; nobody adding completions ever takes it. Every Cq is a CqImpl
+// (new_cq and destroy_cq are the only places that allocate and free one).
+struct CqImpl final : Cq {
+  std::mutex poll_mu;
+};
+CqImpl* impl(Cq* cq) { return static_cast<CqImpl*>(cq); }
+
 bool pop(Cq* cq, ibv_wc* out) {
   if (cq->count == 0) return false;
   *out = cq->ring[cq->head];
@@ -27,7 +40,7 @@ bool pop(Cq* cq, ibv_wc* out) {
   return true;
 }
 
-// ---- extended poll: start_poll takes the CQ lock, end_poll releases it ----
+// ---- extended poll: start_poll takes the poller lock, end_poll releases it ----
 
 void load_current(Cq* cq) {
   cq->vcq.cq_ex.wr_id = cq->current.wr_id;
@@ -36,9 +49,14 @@ void load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = Cq::of(cqx);
-  cq->mu.lock();
-  if (!pop(cq, &cq->current)) {
-    cq->mu.unlock();
+  impl(cq)->poll_mu.lock();
+  bool got;
+  {
+    std::lock_guard<std::mutex> lock(cq->mu);
+    got = pop(cq, &cq->current);
+  }
+  if (!got) {
+    impl(cq)->poll_mu.unlock();
     return ENOENT;  // libibverbs: no end_poll after ENOENT from start_poll
   }
   load_current(cq);
@@ -46,11 +64,14 @@ int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
 }
 int next_poll(ibv_cq_ex* cqx) {
   Cq* cq = Cq::of(cqx);
-  if (!pop(cq, &cq->current)) return ENOENT;
+  {
+    std::lock_guard<std::mutex> lock(cq->mu);
+    if (!pop(cq, &cq->current)) return ENOENT;
+  }
   load_current(cq);
   return 0;
 }
-void end_poll(ibv_cq_ex* cqx) { Cq::of(cqx)->mu.unlock(); }
+void end_poll(ibv_cq_ex* cqx) { impl(Cq::of(cqx))->poll_mu.unlock(); }
 ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return Cq::of(c)->current.opcode; }
 uint32_t read_vendor_err(ibv_cq_ex* c) { return Cq::of(c)->current.vendor_err; }
 uint32_t read_byte_len(ibv_cq_ex* c) { return Cq::of(c)->current.byte_len; }
@@ -77,12 +98,12 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
     ++ctx->cqs;
   }
-  auto* cq = new (std::nothrow) Cq;
+  Cq* cq = new (std::nothrow) CqImpl;
   if (cq) {
     try {
       cq->ring.resize(static_cast<std::size_t>(cqe));
     } catch (const std::bad_alloc&) {
-      delete cq;
+      delete impl(cq);
       cq = nullptr;
     }
   }
@@ -171,7 +192,7 @@ int destroy_cq(ibv_cq* ibcq) {
   Cq* cq = Cq::of(ibcq);
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
-  delete cq;
+  delete impl(cq);
   std::lock_guard<std::recursive_mutex> lock(ctx->mu);
   --ctx->cqs;
   return 0;

@@ -3,14 +3,13 @@
 // CRC32c as MPA uses it (RFC 5044 §4.4, requirements MPA-026 and Appendix A):
 // the two RFC 5044 FPDU vectors through the ISA-L path and the portable path,
 // incremental updates over arbitrary splits, and ISA-L == portable on random data.
-#include <catch2/catch.hpp>
+#include "iwarp/crc32c.hpp"
 
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <string_view>
 #include <vector>
-
-#include "iwarp/crc32c.hpp"
 
 #if __has_include(<isa-l/crc.h>)
 #include <isa-l/crc.h>
@@ -75,11 +74,12 @@ std::uint32_t isal_direct(ConstBytes b) {
 
 Bytes random_bytes(std::mt19937& rng, std::size_t n) {
   Bytes b(n);
-  for (auto& x : b) x = std::byte(rng() & 0xff);
+  for (auto& x : b)
+    x = std::byte(rng() & 0xff);
   return b;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("MPA-026 RFC 5044 vector 1: CRC32c 0x83992352", "[crc]") {
   Bytes v = vector1();
@@ -129,7 +129,8 @@ TEST_CASE("MPA-026 CRC32c is the iSCSI CRC (RFC 3720 check values)", "[crc]") {
   CHECK(portable(ones) == 0x62a8ab43u);
   // 32 incrementing octets 00..1f.
   Bytes inc(32);
-  for (std::size_t i = 0; i < inc.size(); ++i) inc[i] = std::byte(i);
+  for (std::size_t i = 0; i < inc.size(); ++i)
+    inc[i] = std::byte(i);
   CHECK(crc32c(inc) == 0x46dd794eu);
   CHECK(portable(inc) == 0x46dd794eu);
   // Empty input: init then final XOR.
@@ -160,8 +161,8 @@ TEST_CASE("MPA-027 incremental CRC over arbitrary splits equals one-shot", "[crc
         p = crc32c_update_portable(p, b.subspan(j));
         REQUIRE(crc32c_finish(p) == want);
         // The two implementations can continue each other's running state.
-        std::uint32_t mixed = crc32c_update(crc32c_update_portable(kCrc32cInit, b.first(i)),
-                                            b.subspan(i));
+        std::uint32_t mixed =
+            crc32c_update(crc32c_update_portable(kCrc32cInit, b.first(i)), b.subspan(i));
         REQUIRE(crc32c_finish(mixed) == want);
       }
     }
@@ -197,7 +198,7 @@ TEST_CASE("MPA-026 random buffers: ISA-L path == portable path", "[crc]") {
     std::size_t off = rng() % 64;
     std::size_t len = rng() % (big.size() - off);
     ConstBytes b = ConstBytes(big).subspan(off, len);
-    std::uint32_t seed = rng();  // any running state, not only the initial one
+    std::uint32_t seed = rng(); // any running state, not only the initial one
     INFO("off " << off << " len " << len);
     REQUIRE(crc32c_update(seed, b) == crc32c_update_portable(seed, b));
   }

@@ -5,9 +5,11 @@
 // every segmentation, marker placement and CRC coverage (MPA-027, MPA-033..037,
 // MC-08..MC-10), the Full Operation hostile inputs HX-030..HX-036, and the
 // TxFrame gather list under partial writes.
-#include <catch2/catch.hpp>
+#include "iwarp/crc32c.hpp"
+#include "iwarp/framing.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -15,9 +17,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "iwarp/crc32c.hpp"
-#include "iwarp/framing.hpp"
 
 using namespace iwarp;
 
@@ -58,13 +57,15 @@ std::string hex(ConstBytes b) {
 
 Bytes random_bytes(std::mt19937& rng, std::size_t n) {
   Bytes b(n);
-  for (auto& x : b) x = std::byte(rng() & 0xff);
+  for (auto& x : b)
+    x = std::byte(rng() & 0xff);
   return b;
 }
 
 Bytes pattern(std::size_t n, unsigned seed) {
   Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = std::byte((i * 31 + seed * 7 + (i >> 8)) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = std::byte((i * 31 + seed * 7 + (i >> 8)) & 0xff);
   return b;
 }
 
@@ -74,8 +75,8 @@ Bytes pattern(std::size_t n, unsigned seed) {
 // small sizes, and counts every breach of the UlpduSink call protocol (cheaper
 // than a Catch assertion per callback; checked once per run).
 class Collector final : public UlpduSink {
- public:
-  std::vector<Bytes> ulpdus;  // ended without error
+public:
+  std::vector<Bytes> ulpdus; // ended without error
   std::vector<std::optional<TermCode>> ends;
   std::size_t begins = 0, dest_calls = 0, violations = 0, orphan_ends = 0;
   // Make ulpdu_begin / ulpdu_landed of ULPDU number `*_at` (0-based) fail.
@@ -107,7 +108,7 @@ class Collector final : public UlpduSink {
   void ulpdu_end(std::optional<TermCode> error) override {
     ends.push_back(error);
     if (!open_) {
-      ++orphan_ends;  // e.g. HX-036: the length was refused before any begin
+      ++orphan_ends; // e.g. HX-036: the length was refused before any begin
       return;
     }
     open_ = false;
@@ -117,7 +118,7 @@ class Collector final : public UlpduSink {
     }
   }
 
- private:
+private:
   Bytes cur_;
   std::size_t landed_ = 0, last_dest_ = 0, next_chunk_ = 0;
   bool open_ = false;
@@ -152,7 +153,8 @@ RxRun with_rx(bool crc, bool markers, Drive drive, std::size_t max_ulpdu = kMaxU
 }
 
 RxRun rx_whole(bool crc, bool markers, ConstBytes s, std::size_t max_ulpdu = kMaxUlpdu) {
-  return with_rx(crc, markers, [&](FpduRx& rx) { REQUIRE(rx.feed(s) == s.size()); }, max_ulpdu);
+  return with_rx(
+      crc, markers, [&](FpduRx& rx) { REQUIRE(rx.feed(s) == s.size()); }, max_ulpdu);
 }
 
 // Feeds `s` in pieces cut at the given offsets (ascending).
@@ -169,7 +171,8 @@ RxRun rx_cuts(bool crc, bool markers, ConstBytes s, const std::vector<std::size_
 
 RxRun rx_bytewise(bool crc, bool markers, ConstBytes s) {
   return with_rx(crc, markers, [&](FpduRx& rx) {
-    for (std::size_t i = 0; i < s.size(); ++i) rx.feed(s.subspan(i, 1));
+    for (std::size_t i = 0; i < s.size(); ++i)
+      rx.feed(s.subspan(i, 1));
   });
 }
 
@@ -181,7 +184,8 @@ RxRun rx_next_advance(bool crc, bool markers, ConstBytes s, std::mt19937& rng) {
     while (at < s.size()) {
       MutBytes d = rx.next();
       REQUIRE(!d.empty());
-      std::size_t k = std::min<std::size_t>(s.size() - at, rng() % 5 == 0 ? 0 : 1 + rng() % d.size());
+      std::size_t k =
+          std::min<std::size_t>(s.size() - at, rng() % 5 == 0 ? 0 : 1 + rng() % d.size());
       std::memcpy(d.data(), s.data() + at, k);
       rx.advance(k);
       at += k;
@@ -192,8 +196,8 @@ RxRun rx_next_advance(bool crc, bool markers, ConstBytes s, std::mt19937& rng) {
 // ---- transmit side ------------------------------------------------------------
 
 struct FrameInfo {
-  std::size_t begin, end;  // stream offsets of the frame's first octet and one past
-  std::size_t fpdu;        // stream offset of its ULPDU_Length
+  std::size_t begin, end; // stream offsets of the frame's first octet and one past
+  std::size_t fpdu;       // stream offset of its ULPDU_Length
 };
 struct Stream {
   Bytes bytes;
@@ -205,7 +209,8 @@ struct Stream {
 void frame_one(FpduTx& tx, ConstBytes u, std::mt19937& rng, Stream& s) {
   std::size_t h = std::min<std::size_t>(u.size(), rng() % 129);
   std::vector<std::size_t> cuts;
-  for (int i = rng() % 5; i > 0; --i) cuts.push_back(h + rng() % (u.size() - h + 1));
+  for (int i = rng() % 5; i > 0; --i)
+    cuts.push_back(h + rng() % (u.size() - h + 1));
   std::sort(cuts.begin(), cuts.end());
   std::vector<ConstBytes> pieces;
   std::size_t at = h;
@@ -221,7 +226,8 @@ void frame_one(FpduTx& tx, ConstBytes u, std::mt19937& rng, Stream& s) {
   tx.frame(u.first(h), pieces, f);
   std::vector<ConstBytes> iov;
   f.gather(iov);
-  for (ConstBytes b : iov) s.bytes.insert(s.bytes.end(), b.begin(), b.end());
+  for (ConstBytes b : iov)
+    s.bytes.insert(s.bytes.end(), b.begin(), b.end());
   REQUIRE(f.size() == s.bytes.size() - begin);
   REQUIRE(f.remaining() == f.size());
   REQUIRE(tx.stream_offset() == s.bytes.size());
@@ -231,7 +237,8 @@ void frame_one(FpduTx& tx, ConstBytes u, std::mt19937& rng, Stream& s) {
 
 Stream frame_all(FpduTx& tx, const std::vector<Bytes>& ulpdus, std::mt19937& rng) {
   Stream s;
-  for (const Bytes& u : ulpdus) frame_one(tx, u, rng, s);
+  for (const Bytes& u : ulpdus)
+    frame_one(tx, u, rng, s);
   return s;
 }
 
@@ -255,7 +262,7 @@ std::vector<Bytes> check_stream(const Stream& s, bool crc, bool markers) {
   // (MPA-030), FPDUPTR back to the containing FPDU's ULPDU_Length (MPA-034, 036)
   // or 0 when between FPDUs (MPA-035), low 2 bits 0 (MPA-037), never inside a
   // CRC field.
-  Bytes plain;  // the stream without markers
+  Bytes plain; // the stream without markers
   for (std::size_t p = 0; p < s.bytes.size(); ++p) {
     if (markers && p % kMarkerSpacing == 0) {
       const FrameInfo& f = frame_at(s, p);
@@ -265,7 +272,7 @@ std::vector<Bytes> check_stream(const Stream& s, bool crc, bool markers) {
       std::uint16_t ptr = load_be16(s.bytes.data() + p + 2);
       REQUIRE(ptr == (p == f.begin ? 0 : p - f.fpdu));
       REQUIRE(ptr % 4 == 0);
-      REQUIRE((p <= f.end - kCrcLen - kMarkerLen || p >= f.end));  // not in the CRC field
+      REQUIRE((p <= f.end - kCrcLen - kMarkerLen || p >= f.end)); // not in the CRC field
       p += kMarkerLen - 1;
       continue;
     }
@@ -292,7 +299,8 @@ std::vector<Bytes> check_stream(const Stream& s, bool crc, bool markers) {
     std::size_t total = fpdu_len_without_markers(len);
     REQUIRE(at + total <= plain.size());
     out.emplace_back(plain.begin() + at + 2, plain.begin() + at + 2 + len);
-    for (std::size_t i = 0; i < fpdu_pad(len); ++i) REQUIRE(plain[at + 2 + len + i] == std::byte{0});
+    for (std::size_t i = 0; i < fpdu_pad(len); ++i)
+      REQUIRE(plain[at + 2 + len + i] == std::byte{0});
     at += total;
   }
   REQUIRE(out.size() == s.frames.size());
@@ -335,16 +343,15 @@ Bytes cat(Bytes a, const Bytes& b) {
 const auto kConfigs = {std::pair{false, false}, std::pair{false, true}, std::pair{true, false},
                        std::pair{true, true}};
 
-}  // namespace
+} // namespace
 
 // ---- (1) RFC 5044 Fig. 5 / Fig. 6 --------------------------------------------------
 
 TEST_CASE("MPA-026 FpduTx reproduces RFC 5044 vector 1 exactly (52 octets, CRC 52 23 99 83)",
           "[framing]") {
-  const Bytes want = hx(
-      "00 00 00 00  00 2a  41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00"
-      "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
-      "52 23 99 83");
+  const Bytes want = hx("00 00 00 00  00 2a  41 43 00 00 00 00 00 00 00 00 00 00 00 01 00 00 00 00"
+                        "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+                        "52 23 99 83");
   REQUIRE(want.size() == 52);
   const Bytes hdr = send_header(1);
   const Bytes payload(24, std::byte{0});
@@ -362,7 +369,8 @@ TEST_CASE("MPA-026 FpduTx reproduces RFC 5044 vector 1 exactly (52 octets, CRC 5
   SECTION("payload in many small spans") {
     FpduTx tx(true, true);
     std::vector<ConstBytes> p;
-    for (std::size_t i = 0; i < 24; i += 5) p.push_back(ConstBytes(payload).subspan(i, std::min<std::size_t>(5, 24 - i)));
+    for (std::size_t i = 0; i < 24; i += 5)
+      p.push_back(ConstBytes(payload).subspan(i, std::min<std::size_t>(5, 24 - i)));
     CHECK(hex(tx.frame_bytes(hdr, p)) == hex(want));
   }
   SECTION("FpduRx accepts it and delivers the 42-octet ULPDU") {
@@ -371,13 +379,13 @@ TEST_CASE("MPA-026 FpduTx reproduces RFC 5044 vector 1 exactly (52 octets, CRC 5
   }
 }
 
-TEST_CASE("MPA-034 RFC 5044 vector 2: FPDU at 0x1ec, marker at 0x200 with FPDUPTR 0x14, CRC 84 92 58 98",
-          "[framing]") {
-  const Bytes want = hx(
-      "00 2a 41 43 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00"
-      "00 00 00 14"
-      "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
-      "84 92 58 98");
+TEST_CASE(
+    "MPA-034 RFC 5044 vector 2: FPDU at 0x1ec, marker at 0x200 with FPDUPTR 0x14, CRC 84 92 58 98",
+    "[framing]") {
+  const Bytes want = hx("00 2a 41 43 00 00 00 00 00 00 00 00 00 00 00 02 00 00 00 00"
+                        "00 00 00 14"
+                        "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"
+                        "84 92 58 98");
   REQUIRE(want.size() == 52);
 
   // Drive the stream to 0x1ec: the vector 1 FPDU (52 octets) and one FPDU of
@@ -428,7 +436,8 @@ TEST_CASE("MPA-045 two-piece split at every offset gives back the same ULPDUs", 
   const std::size_t sizes[] = {0, 1, 2, 3, 4, 5, 42, 100, 506, 0, 1, 700, 1100, 3, 2, 502, 7};
   std::vector<Bytes> ulpdus;
   unsigned seed = 0;
-  for (std::size_t n : sizes) ulpdus.push_back(pattern(n, ++seed));
+  for (std::size_t n : sizes)
+    ulpdus.push_back(pattern(n, ++seed));
 
   for (auto [crc, markers] : kConfigs) {
     INFO("crc " << crc << " markers " << markers);
@@ -443,7 +452,8 @@ TEST_CASE("MPA-045 two-piece split at every offset gives back the same ULPDUs", 
 
 TEST_CASE("MPA-045 random ULPDU sequences survive random, byte-wise and next/advance delivery",
           "[framing]") {
-  auto [crc, markers] = GENERATE(table<bool, bool>({{false, false}, {false, true}, {true, false}, {true, true}}));
+  auto [crc, markers] =
+      GENERATE(table<bool, bool>({{false, false}, {false, true}, {true, false}, {true, true}}));
   INFO("crc " << crc << " markers " << markers);
   std::mt19937 rng(crc * 2 + markers + 77);
   std::vector<Bytes> ulpdus;
@@ -465,9 +475,11 @@ TEST_CASE("MPA-045 random ULPDU sequences survive random, byte-wise and next/adv
     for (int round = 0; round < 10; ++round) {
       std::vector<std::size_t> cuts;
       std::size_t k = 1 + rng() % 400;
-      for (std::size_t i = 0; i < k; ++i) cuts.push_back(rng() % (n + 1));
+      for (std::size_t i = 0; i < k; ++i)
+        cuts.push_back(rng() % (n + 1));
       // Also pieces shorter than a marker, around marker positions.
-      for (std::size_t m = 512; m < n && m < 20000; m += 512) cuts.push_back(m - rng() % 3 + 1);
+      for (std::size_t m = 512; m < n && m < 20000; m += 512)
+        cuts.push_back(m - rng() % 3 + 1);
       std::sort(cuts.begin(), cuts.end());
       INFO("round " << round);
       require_clean(rx_cuts(crc, markers, s.bytes, cuts), ulpdus, n);
@@ -483,13 +495,15 @@ TEST_CASE("MPA-001 every ULPDU size 0..1100 frames and deframes one FPDU each", 
   // Walks every ULPDU length (and so every PAD and every marker position
   // relative to the FPDU) through one long stream per configuration.
   std::vector<Bytes> ulpdus;
-  for (std::size_t n = 0; n <= 1100; ++n) ulpdus.push_back(pattern(n, static_cast<unsigned>(n)));
+  for (std::size_t n = 0; n <= 1100; ++n)
+    ulpdus.push_back(pattern(n, static_cast<unsigned>(n)));
   for (auto [crc, markers] : kConfigs) {
     INFO("crc " << crc << " markers " << markers);
     Stream s = frame_all(crc, markers, ulpdus, 3);
     REQUIRE(check_stream(s, crc, markers) == ulpdus);
     std::size_t expect = 0;
-    for (const Bytes& u : ulpdus) expect += fpdu_len_without_markers(u.size());
+    for (const Bytes& u : ulpdus)
+      expect += fpdu_len_without_markers(u.size());
     if (markers) expect += 4 * ((s.bytes.size() + 511) / 512);
     CHECK(s.bytes.size() == expect);
     std::mt19937 rng(11);
@@ -499,11 +513,13 @@ TEST_CASE("MPA-001 every ULPDU size 0..1100 frames and deframes one FPDU each", 
 
 // ---- (3) markers and CRC coverage ------------------------------------------------------
 
-TEST_CASE("MPA-033 markers at every multiple of 512 from the start; FPDUPTR 0 between FPDUs (MPA-035)",
+TEST_CASE("MC-09 markers every 512 octets over FPDUs of 8..>1024 octets; FPDUPTR 0 between FPDUs "
+          "(MPA-033, MPA-035)",
           "[framing]") {
   // FPDUs of 8, 12, 16 ... octets, then larger than 512 and 1024.
   std::vector<Bytes> ulpdus;
-  for (std::size_t n = 2; n < 200; n += 4) ulpdus.push_back(pattern(n, 1));
+  for (std::size_t n = 2; n < 200; n += 4)
+    ulpdus.push_back(pattern(n, 1));
   ulpdus.push_back(pattern(600, 2));
   ulpdus.push_back(pattern(1500, 3));
   ulpdus.push_back(pattern(0, 4));
@@ -527,12 +543,14 @@ TEST_CASE("MPA-033 markers at every multiple of 512 from the start; FPDUPTR 0 be
   // Without markers no octet of the stream is a marker: it is exactly the FPDUs.
   Stream plain = frame_all(true, false, ulpdus);
   std::size_t want = 0;
-  for (const Bytes& u : ulpdus) want += fpdu_len_without_markers(u.size());
+  for (const Bytes& u : ulpdus)
+    want += fpdu_len_without_markers(u.size());
   CHECK(plain.bytes.size() == want);
   CHECK(check_stream(plain, true, false) == ulpdus);
 }
 
-TEST_CASE("MPA-036 all markers inside one large FPDU point to the same ULPDU_Length", "[framing]") {
+TEST_CASE("MPA-036 all markers inside one large FPDU point to the same ULPDU_Length (MC-09)",
+          "[framing]") {
   for (std::size_t lead : {std::size_t{0}, std::size_t{1}, std::size_t{130}, std::size_t{505}}) {
     INFO("leading ULPDU " << lead);
     std::vector<Bytes> ulpdus = {pattern(lead, 1), pattern(kMaxUlpdu, 2), pattern(3000, 3)};
@@ -543,7 +561,7 @@ TEST_CASE("MPA-036 all markers inside one large FPDU point to the same ULPDU_Len
     for (std::size_t p = (big.begin + 511) / 512 * 512; p < big.end; p += 512) {
       std::uint16_t ptr = load_be16(s.bytes.data() + p + 2);
       if (p == big.begin) {
-        CHECK(ptr == 0);  // the leading marker of this FPDU
+        CHECK(ptr == 0); // the leading marker of this FPDU
         continue;
       }
       CHECK(p - ptr == big.fpdu);
@@ -554,8 +572,9 @@ TEST_CASE("MPA-036 all markers inside one large FPDU point to the same ULPDU_Len
   }
 }
 
-TEST_CASE("MPA-035 FPDU ending exactly at a marker slot: the marker belongs to the next FPDU",
-          "[framing]") {
+TEST_CASE(
+    "MPA-035 FPDU ending exactly at a marker slot: the marker belongs to the next FPDU (MC-09)",
+    "[framing]") {
   // Marker at 0, FPDU of 508 octets (ULPDU 502) ends at 512; the marker at 512
   // is the next FPDU's leading marker: FPDUPTR 0 and covered by its CRC.
   const std::vector<Bytes> ulpdus = {pattern(502, 1), pattern(100, 2), pattern(3, 3)};
@@ -582,7 +601,8 @@ TEST_CASE("MPA-035 FPDU ending exactly at a marker slot: the marker belongs to t
   require_clean(rx_whole(true, true, s.bytes), ulpdus, s.bytes.size());
 }
 
-TEST_CASE("MPA-027 a marker right after the PAD (before the CRC field) is CRC-covered", "[framing]") {
+TEST_CASE("MPA-027 a marker right after the PAD (before the CRC field) is CRC-covered (MC-09)",
+          "[framing]") {
   // Marker at 0, FPDU at 4 whose CRC field starts at 512: ULPDU 506 (PAD 0),
   // 505 (PAD 1), 504 (PAD 2), 503 (PAD 3).
   for (std::size_t n : {506u, 505u, 504u, 503u}) {
@@ -617,14 +637,16 @@ TEST_CASE("MPA-027 a marker never falls inside the CRC field (FPDUs are 4-aligne
   // split it. check_stream() asserts it for every frame; here over every
   // position of the CRC field relative to the 512-octet grid.
   std::vector<Bytes> ulpdus;
-  for (std::size_t n = 0; n < 700; n += 1) ulpdus.push_back(pattern(n % 97, 1));
+  for (std::size_t n = 0; n < 700; n += 1)
+    ulpdus.push_back(pattern(n % 97, 1));
   Stream s = frame_all(true, true, ulpdus);
   REQUIRE(check_stream(s, true, true) == ulpdus);
   std::set<std::size_t> crc_slots;
   for (const FrameInfo& f : s.frames) {
     std::size_t crc_at = f.end - kCrcLen;
     CHECK(crc_at % 4 == 0);
-    for (std::size_t k = 1; k < kCrcLen; ++k) CHECK((crc_at + k) % 512 != 0);
+    for (std::size_t k = 1; k < kCrcLen; ++k)
+      CHECK((crc_at + k) % 512 != 0);
     crc_slots.insert(crc_at % 512);
   }
   // The CRC field met every 4-aligned slot but 0, which always holds a marker.
@@ -644,7 +666,8 @@ TEST_CASE("MC-08 marker math is relative to the start of Full Operation (sequenc
   // real stream against a start sequence number just below the wrap.
   STATIC_REQUIRE((std::uint64_t{1} << 32) % kMarkerSpacing == 0);
   std::vector<Bytes> ulpdus;
-  for (std::size_t n : {10u, 1500u, 64768u, 3u, 900u}) ulpdus.push_back(pattern(n, 2));
+  for (std::size_t n : {10u, 1500u, 64768u, 3u, 900u})
+    ulpdus.push_back(pattern(n, 2));
   Stream s = frame_all(true, true, ulpdus);
   REQUIRE(check_stream(s, true, true) == ulpdus);
   for (std::uint32_t isn : {0xfffffe00u, 0xffffff13u, 0xfffffffeu, 0x7fffffffu}) {
@@ -680,7 +703,7 @@ TEST_CASE("MC-10 markers align to the first Full Operation octet, not the start 
   const Bytes conn = cat(startup, s.bytes);
   // In connection offsets the markers sit at 27 + k*512.
   for (std::size_t p = 27; p < conn.size(); p += 512)
-    CHECK(load_be16(conn.data() + p) == 0);  // RESERVED
+    CHECK(load_be16(conn.data() + p) == 0); // RESERVED
   CHECK(hex(ConstBytes(conn).subspan(27, 6)) == "00 00 00 00 02 58");
   // A receiver started after the startup octets accepts the stream ...
   require_clean(rx_whole(true, true, ConstBytes(conn).subspan(27)), ulpdus, s.bytes.size());
@@ -695,13 +718,14 @@ TEST_CASE("MC-10 markers align to the first Full Operation octet, not the start 
 
 TEST_CASE("HX-030 CRC mismatch: mpa_crc_error and nothing delivered after it (MPA-074)",
           "[framing]") {
-  const std::vector<Bytes> ulpdus = {pattern(40, 1), pattern(900, 2), pattern(60, 3), pattern(8, 4)};
+  const std::vector<Bytes> ulpdus = {pattern(40, 1), pattern(900, 2), pattern(60, 3),
+                                     pattern(8, 4)};
   for (bool markers : {false, true}) {
     INFO("markers " << markers);
     Stream s = frame_all(true, markers, ulpdus);
-    for (std::size_t where : {s.frames[1].fpdu + 2 + 300,  // payload octet
-                              s.frames[1].end - 1,         // CRC octet
-                              s.frames[1].fpdu + 2}) {     // first ULPDU octet
+    for (std::size_t where : {s.frames[1].fpdu + 2 + 300, // payload octet
+                              s.frames[1].end - 1,        // CRC octet
+                              s.frames[1].fpdu + 2}) {    // first ULPDU octet
       INFO("corrupt octet " << where);
       Bytes bad = s.bytes;
       bad[where] ^= std::byte{0x10};
@@ -711,10 +735,10 @@ TEST_CASE("HX-030 CRC mismatch: mpa_crc_error and nothing delivered after it (MP
         CHECK(r.error == term::mpa_crc_error);
         REQUIRE(r.ulpdus.size() == 1);
         CHECK(r.ulpdus[0] == ulpdus[0]);
-        CHECK(r.begins == 2);  // the third FPDU was never begun
+        CHECK(r.begins == 2); // the third FPDU was never begun
         REQUIRE(r.ends.size() == 2);
         CHECK(r.ends[1] == term::mpa_crc_error);
-        CHECK(r.offset == bad.size());  // the rest was drained (consumed, ignored)
+        CHECK(r.offset == bad.size()); // the rest was drained (consumed, ignored)
       }
     }
   }
@@ -771,12 +795,13 @@ TEST_CASE("HX-031 marker FPDUPTR wrong with a valid CRC: mpa_marker_mismatch", "
   for (bool crc : {true, false}) {
     INFO("crc " << crc);
     Stream s = frame_all(crc, true, ulpdus);
-    const std::size_t m = 512;  // inside the second FPDU
+    const std::size_t m = 512; // inside the second FPDU
     REQUIRE(frame_at(s, m).begin == s.frames[1].begin);
     REQUIRE(s.frames[1].begin < m);
     for (std::uint16_t delta : {4, 8, 0x100}) {
       Stream bad = s;
-      store_be16(bad.bytes.data() + m + 2, static_cast<std::uint16_t>(load_be16(bad.bytes.data() + m + 2) + delta));
+      store_be16(bad.bytes.data() + m + 2,
+                 static_cast<std::uint16_t>(load_be16(bad.bytes.data() + m + 2) + delta));
       if (crc) fix_crc(bad, m);
       RxRun r = rx_whole(crc, true, bad.bytes);
       CHECK(r.violations == 0);
@@ -793,7 +818,7 @@ TEST_CASE("HX-031 marker FPDUPTR wrong with a valid CRC: mpa_marker_mismatch", "
     Stream s = frame_all(true, true, u);
     REQUIRE(s.frames[1].begin == 512);
     store_be16(s.bytes.data() + 512 + 2, 4);
-    fix_crc(s, 512);  // the leading marker is the second FPDU's
+    fix_crc(s, 512); // the leading marker is the second FPDU's
     RxRun r = rx_whole(true, true, s.bytes);
     CHECK(r.error == term::mpa_marker_mismatch);
     REQUIRE(r.ulpdus.size() == 1);
@@ -853,7 +878,8 @@ TEST_CASE("HX-033 non-zero PAD octets are accepted (and CRC-covered, MPA-012)", 
     for (std::size_t i = 0; i < 3; ++i) {
       const FrameInfo& f = nocrc.frames[i];
       std::size_t len = load_be16(nocrc.bytes.data() + f.fpdu);
-      for (std::size_t k = 0; k < fpdu_pad(len); ++k) nocrc.bytes[f.fpdu + 2 + len + k] = std::byte{0xff};
+      for (std::size_t k = 0; k < fpdu_pad(len); ++k)
+        nocrc.bytes[f.fpdu + 2 + len + k] = std::byte{0xff};
     }
     require_clean(rx_whole(false, markers, nocrc.bytes), ulpdus, nocrc.bytes.size());
   }
@@ -866,9 +892,9 @@ TEST_CASE("HX-034 marker RESERVED != 0 and FPDUPTR low bits != 0 are accepted (M
     INFO("crc " << crc);
     Stream s = frame_all(crc, true, ulpdus);
     for (std::size_t m = 0; m < s.bytes.size(); m += 512) {
-      store_be16(s.bytes.data() + m, static_cast<std::uint16_t>(0xffff - m));  // RESERVED
-      s.bytes[m + 3] |= std::byte{0x03};                                       // FPDUPTR low bits
-      if (crc) fix_crc(s, m);  // markers are CRC-covered (MPA-038)
+      store_be16(s.bytes.data() + m, static_cast<std::uint16_t>(0xffff - m)); // RESERVED
+      s.bytes[m + 3] |= std::byte{0x03};                                      // FPDUPTR low bits
+      if (crc) fix_crc(s, m); // markers are CRC-covered (MPA-038)
     }
     // 0 (leading, first FPDU), 512 (leading, second FPDU), 1024, 1536 (inside it).
     CHECK(hex(ConstBytes(s.bytes).subspan(0, 4)) == "ff ff 00 03");
@@ -878,7 +904,8 @@ TEST_CASE("HX-034 marker RESERVED != 0 and FPDUPTR low bits != 0 are accepted (M
 }
 
 TEST_CASE("HX-035 garbage in the CRC field is accepted with CRC off (MPA-013)", "[framing]") {
-  const std::vector<Bytes> ulpdus = {pattern(42, 1), pattern(1000, 2), pattern(0, 3), pattern(77, 4)};
+  const std::vector<Bytes> ulpdus = {pattern(42, 1), pattern(1000, 2), pattern(0, 3),
+                                     pattern(77, 4)};
   std::mt19937 rng(35);
   for (bool markers : {false, true}) {
     INFO("markers " << markers);
@@ -886,7 +913,8 @@ TEST_CASE("HX-035 garbage in the CRC field is accepted with CRC off (MPA-013)", 
     // The sender still sends the field (zeros).
     for (const FrameInfo& f : s.frames) {
       CHECK(load_crc_le(s.bytes.data() + f.end - 4) == 0);
-      for (std::size_t k = 0; k < 4; ++k) s.bytes[f.end - 4 + k] = std::byte(rng() & 0xff);
+      for (std::size_t k = 0; k < 4; ++k)
+        s.bytes[f.end - 4 + k] = std::byte(rng() & 0xff);
     }
     require_clean(rx_whole(false, markers, s.bytes), ulpdus, s.bytes.size());
     require_clean(rx_bytewise(false, markers, s.bytes), ulpdus, s.bytes.size());
@@ -904,12 +932,13 @@ TEST_CASE("HX-036 ULPDU_Length above the limit: mpa_local_catastrophic without b
     for (bool markers : {false, true}) {
       INFO("markers " << markers);
       Stream s = frame_all(true, markers, ulpdus);
-      RxRun r = with_rx(true, markers, [&](FpduRx& rx) { rx.feed(s.bytes); }, 1000);
+      RxRun r = with_rx(
+          true, markers, [&](FpduRx& rx) { rx.feed(s.bytes); }, 1000);
       CHECK(r.violations == 0);
       CHECK(r.error == term::mpa_local_catastrophic);
-      REQUIRE(r.ulpdus.size() == 1);  // exactly at the limit is fine
+      REQUIRE(r.ulpdus.size() == 1); // exactly at the limit is fine
       CHECK(r.ulpdus[0] == ulpdus[0]);
-      CHECK(r.begins == 1);  // the sink never saw the oversized ULPDU begin
+      CHECK(r.begins == 1); // the sink never saw the oversized ULPDU begin
       CHECK(r.orphan_ends == 1);
       REQUIRE(r.ends.size() == 2);
       CHECK(r.ends[1] == term::mpa_local_catastrophic);
@@ -943,12 +972,14 @@ TEST_CASE("HX-036 ULPDU_Length above the limit: mpa_local_catastrophic without b
 
 TEST_CASE("DDP-074 an error from the sink stops the stream; nothing is delivered after it",
           "[framing]") {
-  const std::vector<Bytes> ulpdus = {pattern(10, 1), pattern(800, 2), pattern(30, 3), pattern(4, 4)};
+  const std::vector<Bytes> ulpdus = {pattern(10, 1), pattern(800, 2), pattern(30, 3),
+                                     pattern(4, 4)};
   Stream s = frame_all(true, true, ulpdus);
   SECTION("ulpdu_begin refuses") {
     Collector sink;
     sink.fail_begin_at = 1;
-    RxRun r = with_rx(true, true, [&](FpduRx& rx) { rx.feed(s.bytes); }, kMaxUlpdu, sink);
+    RxRun r = with_rx(
+        true, true, [&](FpduRx& rx) { rx.feed(s.bytes); }, kMaxUlpdu, sink);
     CHECK(r.error == term::ddp_untagged_no_buffer);
     REQUIRE(r.ulpdus.size() == 1);
     CHECK(r.begins == 2);
@@ -958,7 +989,8 @@ TEST_CASE("DDP-074 an error from the sink stops the stream; nothing is delivered
   SECTION("ulpdu_landed refuses half way") {
     Collector sink;
     sink.fail_landed_at = 1;
-    RxRun r = with_rx(true, true, [&](FpduRx& rx) { rx.feed(s.bytes); }, kMaxUlpdu, sink);
+    RxRun r = with_rx(
+        true, true, [&](FpduRx& rx) { rx.feed(s.bytes); }, kMaxUlpdu, sink);
     CHECK(r.error == term::ddp_untagged_no_buffer);
     REQUIRE(r.ulpdus.size() == 1);
     CHECK(r.begins == 2);
@@ -979,7 +1011,8 @@ TEST_CASE("MPA-03A FpduRx offsets and FPDU boundaries follow ULPDU_Length", "[fr
     rx.feed(ConstBytes(s.bytes).subspan(i, 1));
     REQUIRE(rx.stream_offset() == i + 1);
     bool end_of_frame = false;
-    for (const FrameInfo& f : s.frames) end_of_frame |= f.end == i + 1;
+    for (const FrameInfo& f : s.frames)
+      end_of_frame |= f.end == i + 1;
     // A leading marker is received before the FPDU counts as started.
     bool in_leading_marker = i + 1 <= 4 && s.frames[0].fpdu == 4;
     REQUIRE(rx.at_fpdu_boundary() == (end_of_frame || in_leading_marker));
@@ -999,11 +1032,12 @@ TEST_CASE("MPA-047 TxFrame partial writes: consume odd chunks, gather returns th
   for (auto [crc, markers] : kConfigs) {
     INFO("crc " << crc << " markers " << markers);
     FpduTx tx(crc, markers);
-    tx.frame_bytes(pattern(100, 4));  // not at a marker slot any more
+    tx.frame_bytes(pattern(100, 4)); // not at a marker slot any more
     TxFrame f;
     tx.frame(hdr, pieces, f);
     const Bytes all = f.to_bytes();
-    const std::size_t markers_in = markers ? (all.size() - fpdu_len_without_markers(18 + 1300 + 777)) / 4 : 0;
+    const std::size_t markers_in =
+        markers ? (all.size() - fpdu_len_without_markers(18 + 1300 + 777)) / 4 : 0;
     CHECK(all.size() == fpdu_len_without_markers(18 + 1300 + 777) + 4 * markers_in);
     if (markers) CHECK(markers_in >= 4);
     REQUIRE(f.size() == all.size());
@@ -1078,6 +1112,7 @@ TEST_CASE("MPA-047 TxFrame consume across whole pieces and zero-length consume",
   iov.clear();
   f.gather(iov);
   Bytes again;
-  for (ConstBytes b : iov) again.insert(again.end(), b.begin(), b.end());
+  for (ConstBytes b : iov)
+    again.insert(again.end(), b.begin(), b.end());
   CHECK(again == f.to_bytes());
 }

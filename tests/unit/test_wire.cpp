@@ -3,18 +3,17 @@
 // Wire formats (requirements §1): exact octet layouts and encode/decode round
 // trips of every header libiwarp/wire.hpp defines, the opcode table, the
 // Terminate code numbering and the MULPDU formula of RFC 5044 §4.5.
-#include <catch2/catch.hpp>
+#include "iwarp/wire.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
-#include <tuple>
 #include <random>
 #include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
-
-#include "iwarp/wire.hpp"
 
 using namespace iwarp;
 
@@ -45,7 +44,8 @@ Bytes hx(std::string_view s) {
 
 Bytes text(std::string_view s) {
   Bytes b;
-  for (char c : s) b.push_back(std::byte(static_cast<unsigned char>(c)));
+  for (char c : s)
+    b.push_back(std::byte(static_cast<unsigned char>(c)));
   return b;
 }
 
@@ -63,7 +63,7 @@ std::string hex(ConstBytes b) {
 
 unsigned octet(const Bytes& b, std::size_t i) { return std::to_integer<unsigned>(b.at(i)); }
 
-}  // namespace
+} // namespace
 
 // ---- big-endian helpers, FPDU sizes, MULPDU ------------------------------------
 
@@ -98,7 +98,7 @@ TEST_CASE("MPA-012 PAD makes ULPDU_Length + ULPDU + PAD a multiple of 4", "[wire
   CHECK(fpdu_pad(1) == 1);
   CHECK(fpdu_pad(2) == 0);
   CHECK(fpdu_pad(3) == 3);
-  CHECK(fpdu_pad(42) == 0);  // the RFC 5044 example Send: 2 + 42 = 44
+  CHECK(fpdu_pad(42) == 0); // the RFC 5044 example Send: 2 + 42 = 44
   for (std::size_t n = 0; n <= kMaxUlpdu; ++n) {
     std::size_t pad = fpdu_pad(n);
     REQUIRE(pad <= 3);
@@ -141,13 +141,13 @@ TEST_CASE("MPA-042 MULPDU is never below 128 (EMSS < 128) nor above 64768 (MPA-0
     CHECK(mulpdu_for_emss(1, markers) == 128);
     CHECK(mulpdu_for_emss(100, markers) == 128);
     CHECK(mulpdu_for_emss(127, markers) == 128);
-    CHECK(mulpdu_for_emss(134, markers) == 128);  // 134 - 8 = 126 (markers: 122)
+    CHECK(mulpdu_for_emss(134, markers) == 128); // 134 - 8 = 126 (markers: 122)
     CHECK(mulpdu_for_emss(65535, markers) == kMaxUlpdu);
     CHECK(mulpdu_for_emss(std::size_t{1} << 20, markers) == kMaxUlpdu);
   }
   CHECK(mulpdu_for_emss(136, false) == 130);
   CHECK(mulpdu_for_emss(140, true) == 130);
-  STATIC_REQUIRE(mulpdu_for_emss(1460, false) == 1454);  // constexpr
+  STATIC_REQUIRE(mulpdu_for_emss(1460, false) == 1454); // constexpr
   STATIC_REQUIRE(kMinMulpdu == 128);
   STATIC_REQUIRE(kMaxUlpdu == 64768);
 }
@@ -165,7 +165,7 @@ TEST_CASE("MPA-053 Request and Reply keys are the exact 16 octets", "[wire]") {
   CHECK(hex(ConstBytes(b).first(16)) == "4d 50 41 20 49 44 20 52 65 70 20 46 72 61 6d 65");
   STATIC_REQUIRE(kMpaRequestKey.size() == 16);
   STATIC_REQUIRE(kMpaReplyKey.size() == 16);
-  STATIC_REQUIRE(kMpaFrameHeaderLen == 20);  // MPA-05B
+  STATIC_REQUIRE(kMpaFrameHeaderLen == 20); // MPA-05B
 }
 
 TEST_CASE("MPA-053 decode rejects any key other than Request or Reply (HX-001)", "[wire]") {
@@ -182,8 +182,9 @@ TEST_CASE("MPA-053 decode rejects any key other than Request or Reply (HX-001)",
   CHECK_FALSE(try_key("MPA ID Req Fram"));
   CHECK_FALSE(try_key("MPA ID Rsp Frame"));
   CHECK_FALSE(try_key("GET / HTTP/1.1\r\n"));
-  CHECK_FALSE(try_key(std::string_view("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00\x00\x00\x00",
-                                       16)));  // TLS ClientHello
+  CHECK_FALSE(
+      try_key(std::string_view("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\x00\x00\x00\x00\x00",
+                               16))); // TLS ClientHello
   CHECK_FALSE(try_key(""));
 }
 
@@ -254,7 +255,7 @@ TEST_CASE("MPA-056 R bit is sent only in a Reply; a Request never carries it", "
 }
 
 TEST_CASE("MPA-057 Res bits are sent as 0 and kept unchecked on receive (HX-010)", "[wire]") {
-  MpaFrame f;  // defaults: Request, CRC on, no markers
+  MpaFrame f; // defaults: Request, CRC on, no markers
   CHECK((octet(f.encode(), 16) & 0x0f) == 0);
   // R=1 in a Request and every Res bit set: decoding does not fail and keeps
   // the bits as received (the startup engine decides, and must not check them).
@@ -297,7 +298,8 @@ TEST_CASE("MPA-059 PD_Length and Private Data follow the 20-octet header", "[wir
     MpaFrame f;
     f.kind = MpaKind::Reply;
     f.rev = 1;
-    for (std::size_t i = 0; i < n; ++i) f.private_data.push_back(std::byte(i * 13 + 7));
+    for (std::size_t i = 0; i < n; ++i)
+      f.private_data.push_back(std::byte(i * 13 + 7));
     Bytes w = f.encode();
     REQUIRE(w.size() == kMpaFrameHeaderLen + n);
     CHECK(load_be16(w.data() + 18) == n);
@@ -350,8 +352,12 @@ TEST_CASE("EMPA-006 enhanced data layout A|B|IRD, C|D|ORD in network order", "[w
 
   // Every combination round-trips while A=1.
   for (unsigned bits = 0; bits < 8; ++bits) {
-    MpaEnhanced x{true, bool(bits & 1), bool(bits & 2), bool(bits & 4),
-                  static_cast<std::uint16_t>(bits * 1000), static_cast<std::uint16_t>(0x3fff - bits)};
+    MpaEnhanced x{true,
+                  bool(bits & 1),
+                  bool(bits & 2),
+                  bool(bits & 4),
+                  static_cast<std::uint16_t>(bits * 1000),
+                  static_cast<std::uint16_t>(0x3fff - bits)};
     x.encode(b.data());
     CHECK(MpaEnhanced::decode(b.data()) == x);
   }
@@ -381,10 +387,10 @@ TEST_CASE("EMPA-037 A=0: B/C/D are zero on transmit and ignored on receive (HX-0
 
 TEST_CASE("EMPA-006 IRD and ORD are 14-bit: 0x3FFF mask, no spill into A/B/C/D", "[wire]") {
   STATIC_REQUIRE(kIrdOrdMask == 0x3fff);
-  STATIC_REQUIRE(kIrdOrdNoNegotiation == 0x3fff);  // EMPA-028
+  STATIC_REQUIRE(kIrdOrdNoNegotiation == 0x3fff); // EMPA-028
   std::array<std::byte, 4> b{};
   MpaEnhanced e;
-  e.ird = 0xffff;  // out of range: only the low 14 bits go out
+  e.ird = 0xffff; // out of range: only the low 14 bits go out
   e.ord = 0xc001;
   e.encode(b.data());
   CHECK(hex(b) == "3f ff 00 01");
@@ -475,7 +481,7 @@ TEST_CASE("DDP-024 DV and RV: 1 for IETF, 0 for RDMAC, in their 2-bit fields", "
   h.opcode = static_cast<std::uint8_t>(Opcode::Send);
   Bytes b(kUntaggedHdrLen);
   h.encode(b.data());
-  CHECK(hex(ConstBytes(b).first(2)) == "40 03");  // IOP: V=0 Send
+  CHECK(hex(ConstBytes(b).first(2)) == "40 03"); // IOP: V=0 Send
   auto d = DdpHeader::decode(b.data());
   CHECK(d.ddp_version == 0);
   CHECK(d.rdmap_version == 0);
@@ -494,17 +500,18 @@ TEST_CASE("DDP-024 DV and RV: 1 for IETF, 0 for RDMAC, in their 2-bit fields", "
   CHECK(d.op() == Opcode::Send);
 }
 
-TEST_CASE("DDP-023 Rsvd and RDMAP Rsv bits are 0 on transmit and ignored on receive (HX-051, HX-073)",
-          "[wire]") {
+TEST_CASE(
+    "DDP-023 Rsvd and RDMAP Rsv bits are 0 on transmit and ignored on receive (HX-051, HX-073)",
+    "[wire]") {
   DdpHeader h;
   h.opcode = 0xf;
   Bytes b(kUntaggedHdrLen);
   h.encode(b.data());
-  CHECK((octet(b, 0) & 0x3c) == 0);  // DDP Rsvd
-  CHECK((octet(b, 1) & 0x30) == 0);  // RDMAP Rsv (bits 26-27)
+  CHECK((octet(b, 0) & 0x3c) == 0); // DDP Rsvd
+  CHECK((octet(b, 1) & 0x30) == 0); // RDMAP Rsv (bits 26-27)
 
-  b[0] = std::byte{0x7d};  // T=0 L=1 Rsvd=1111 DV=01
-  b[1] = std::byte{0x73};  // RV=01 Rsv=11 Send
+  b[0] = std::byte{0x7d}; // T=0 L=1 Rsvd=1111 DV=01
+  b[1] = std::byte{0x73}; // RV=01 Rsv=11 Send
   auto d = DdpHeader::decode(b.data());
   CHECK_FALSE(d.tagged);
   CHECK(d.last);
@@ -546,13 +553,15 @@ TEST_CASE("DDP-031 DDP header encode/decode round trip over random fields", "[wi
     Bytes b(kUntaggedHdrLen, std::byte{0xee});
     h.encode(b.data());
     // Writes exactly size() octets.
-    for (std::size_t k = h.size(); k < b.size(); ++k) REQUIRE(b[k] == std::byte{0xee});
+    for (std::size_t k = h.size(); k < b.size(); ++k)
+      REQUIRE(b[k] == std::byte{0xee});
     REQUIRE(DdpHeader::is_tagged(b.data()) == h.tagged);
     REQUIRE(DdpHeader::decode(b.data()) == h);
   }
 }
 
-TEST_CASE("RDMAP-016 Read Request header: 28 octets SinkSTag SinkTO RDMARDSZ SrcSTag SrcTO", "[wire]") {
+TEST_CASE("RDMAP-016 Read Request header: 28 octets SinkSTag SinkTO RDMARDSZ SrcSTag SrcTO",
+          "[wire]") {
   STATIC_REQUIRE(kReadRequestHdrLen == 28);
   ReadRequestHeader r;
   r.sink_stag = 0x01020304;
@@ -575,7 +584,7 @@ TEST_CASE("RDMAP-016 Read Request header: 28 octets SinkSTag SinkTO RDMARDSZ Src
   h.encode(u.data());
   r.encode(u.data() + kUntaggedHdrLen);
   CHECK(hex(ConstBytes(u).first(2)) == "41 41");
-  CHECK(load_be32(u.data() + 6) == 1);  // QN
+  CHECK(load_be32(u.data() + 6) == 1); // QN
   CHECK(ReadRequestHeader::decode(u.data() + kUntaggedHdrLen) == r);
 }
 
@@ -631,7 +640,7 @@ TerminateHeader tagged_term() {
   return t;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("TM-005 Terminate control: Layer|EType, Error Code, M D R bits", "[wire]") {
   TerminateHeader t;
@@ -639,7 +648,7 @@ TEST_CASE("TM-005 Terminate control: Layer|EType, Error Code, M D R bits", "[wir
   REQUIRE(t.encoded_size() == kTerminateCtrlLen);
   Bytes b(t.encoded_size());
   t.encode(b.data());
-  CHECK(hex(b) == "20 02 00 00");  // Layer 2 (LLP), EType 0 (MPA), code 2; HdrCt=000
+  CHECK(hex(b) == "20 02 00 00"); // Layer 2 (LLP), EType 0 (MPA), code 2; HdrCt=000
 
   t.code = term::ddp_untagged_msn_range;
   t.encode(b.data());
@@ -651,11 +660,11 @@ TEST_CASE("TM-005 Terminate control: Layer|EType, Error Code, M D R bits", "[wir
   TerminateHeader full = read_request_term();
   Bytes f(full.encoded_size());
   full.encode(f.data());
-  CHECK(hex(ConstBytes(f).first(4)) == "01 01 e0 00");  // M D R
+  CHECK(hex(ConstBytes(f).first(4)) == "01 01 e0 00"); // M D R
 
-  for (auto [m, d, r, bits] : {std::tuple{true, false, false, 0x80u},
-                               std::tuple{false, true, false, 0x40u},
-                               std::tuple{false, false, true, 0x20u}}) {
+  for (auto [m, d, r, bits] :
+       {std::tuple{true, false, false, 0x80u}, std::tuple{false, true, false, 0x40u},
+        std::tuple{false, false, true, 0x20u}}) {
     TerminateHeader x = read_request_term();
     x.m = m;
     x.d = d;
@@ -783,9 +792,9 @@ TEST_CASE("HX-093 Terminate shorter than its HdrCt bits promise is rejected", "[
     }
   }
   CHECK_FALSE(TerminateHeader::decode(hx("20 02 00")));
-  CHECK_FALSE(TerminateHeader::decode(hx("11 01 80 00 00")));         // M: no length
-  CHECK_FALSE(TerminateHeader::decode(hx("11 01 40 00 00 0e c1")));   // D: header cut
-  CHECK_FALSE(TerminateHeader::decode(hx("01 01 20 00 00 00 00 00")));  // R: header cut
+  CHECK_FALSE(TerminateHeader::decode(hx("11 01 80 00 00")));          // M: no length
+  CHECK_FALSE(TerminateHeader::decode(hx("11 01 40 00 00 0e c1")));    // D: header cut
+  CHECK_FALSE(TerminateHeader::decode(hx("01 01 20 00 00 00 00 00"))); // R: header cut
 }
 
 TEST_CASE("C-06 Terminate decode tolerates the zero-padded fixed layout", "[wire]") {
@@ -797,9 +806,9 @@ TEST_CASE("C-06 Terminate decode tolerates the zero-padded fixed layout", "[wire
     TerminateHeader t = tagged_term();
     t.r = true;
     Bytes b(kTerminateMaxLen);
-    t.encode(b.data());  // variable layout: RDMA header at 20
+    t.encode(b.data()); // variable layout: RDMA header at 20
     std::fill(b.begin() + 20, b.end(), std::byte{0});
-    rr.encode(b.data() + 24);  // fixed layout: RDMA header at 24
+    rr.encode(b.data() + 24); // fixed layout: RDMA header at 24
     auto d = TerminateHeader::decode(b);
     REQUIRE(d);
     CHECK(d->ddp_header_len == kTaggedHdrLen);
@@ -809,8 +818,8 @@ TEST_CASE("C-06 Terminate decode tolerates the zero-padded fixed layout", "[wire
   SECTION("no DDP header (D=0) but R set: RDMA header still in its slot at 24") {
     for (bool m : {false, true}) {
       Bytes b(kTerminateMaxLen);
-      b[0] = std::byte{0x01};  // RDMAP, Remote Protection
-      b[1] = std::byte{0x00};  // Invalid STag
+      b[0] = std::byte{0x01}; // RDMAP, Remote Protection
+      b[1] = std::byte{0x00}; // Invalid STag
       b[2] = std::byte((m ? 0x80 : 0) | 0x20);
       store_be16(b.data() + 4, 46);
       rr.encode(b.data() + 24);
@@ -860,10 +869,9 @@ TEST_CASE("EXT-005 Atomic Request header: 52 octets, AOpCode in the low 4 bits",
   a.compare_mask = 0x5051525354555657ull;
   Bytes b(kAtomicRequestHdrLen);
   a.encode(b.data());
-  CHECK(hex(b) ==
-        "00 00 00 02 01 02 03 04 05 06 07 08 10 11 12 13 14 15 16 17 "
-        "20 21 22 23 24 25 26 27 30 31 32 33 34 35 36 37 "
-        "40 41 42 43 44 45 46 47 50 51 52 53 54 55 56 57");
+  CHECK(hex(b) == "00 00 00 02 01 02 03 04 05 06 07 08 10 11 12 13 14 15 16 17 "
+                  "20 21 22 23 24 25 26 27 30 31 32 33 34 35 36 37 "
+                  "40 41 42 43 44 45 46 47 50 51 52 53 54 55 56 57");
   AtomicRequestHeader d = AtomicRequestHeader::decode(b.data());
   CHECK(d.aopcode == 2);
   CHECK(d.req_id == a.req_id);
@@ -960,7 +968,8 @@ TEST_CASE("HX-071 opcodes 0xC..0xF are reserved: not valid", "[wire]") {
     CHECK(opcode_name(op).find("reserved") != std::string_view::npos);
   }
   std::set<std::string_view> names;
-  for (std::uint8_t op = 0; op < 16; ++op) names.insert(opcode_name(op));
+  for (std::uint8_t op = 0; op < 16; ++op)
+    names.insert(opcode_name(op));
   CHECK(names.size() == 16);
 }
 
@@ -1002,9 +1011,9 @@ TEST_CASE("DDP-075 Terminate codes follow RFC 5040 Fig. 9, RFC 5041 §7.2, RFC 5
       {term::mpa_crc_error, 2, 0, 0x02},
       {term::mpa_marker_mismatch, 2, 0, 0x03},
       {term::mpa_invalid_frame, 2, 0, 0x04},
-      {term::mpa_local_catastrophic, 2, 0, 0x05},   // EMPA-040
-      {term::mpa_insufficient_ird, 2, 0, 0x06},     // EMPA-040
-      {term::mpa_no_matching_rtr, 2, 0, 0x07},      // EMPA-040
+      {term::mpa_local_catastrophic, 2, 0, 0x05}, // EMPA-040
+      {term::mpa_insufficient_ird, 2, 0, 0x06},   // EMPA-040
+      {term::mpa_no_matching_rtr, 2, 0, 0x07},    // EMPA-040
   };
   std::set<std::string_view> names;
   for (const Row& r : rows) {

@@ -687,6 +687,57 @@ TEST_CASE_METHOD(Fixture, "ibv_create_cq_ex: the extended poll API", "[verbs]") 
   CHECK(ibv_destroy_cq(c) == 0);
 }
 
+TEST_CASE_METHOD(Fixture, "ibv_start_poll: reposting a receive inside the poll loop", "[verbs]") {
+  // The usual consumer loop: for each completion, post the buffer again before
+  // ibv_end_poll. In ERR the repost completes at once onto the CQ being polled,
+  // so this also checks that a completion can be added while a poll is open.
+  ibv_cq_init_attr_ex ca{};
+  ca.cqe = 16;
+  ca.wc_flags = IBV_WC_EX_WITH_QP_NUM;
+  ibv_cq_ex* cx = ibv_create_cq_ex(ctx, &ca);
+  REQUIRE(cx != nullptr);
+  ibv_cq* c = ibv_cq_ex_to_cq(cx);
+  ibv_qp* q = qp(c, c);
+  REQUIRE(to_init(q) == 0);
+  ibv_recv_wr r[2]{};
+  r[0].wr_id = 1;
+  r[0].next = &r[1];
+  r[1].wr_id = 2;
+  ibv_recv_wr* bad = nullptr;
+  REQUIRE(ibv_post_recv(q, r, &bad) == 0);
+  REQUIRE(to_state(q, IBV_QPS_ERR) == 0);
+
+  auto seen = std::make_shared<std::vector<std::uint64_t>>();
+  auto rc = std::make_shared<std::atomic<int>>(0); // first failing repost's error
+  bool finished = finishes_on_other_thread([cx, q, seen, rc] {
+    ibv_poll_cq_attr pa{};
+    if (ibv_start_poll(cx, &pa) != 0) return;
+    int more = 0;
+    do {
+      seen->push_back(cx->wr_id);
+      ibv_recv_wr again{};
+      again.wr_id = cx->wr_id + 100;
+      ibv_recv_wr* b = nullptr;
+      if (int e = ibv_post_recv(q, &again, &b)) rc->store(e);
+      if (seen->size() == 8) break; // the reposts would go on for ever
+      more = ibv_next_poll(cx);
+    } while (more == 0);
+    ibv_end_poll(cx);
+  });
+  REQUIRE(finished); // not deadlocked between the open poll and the repost
+  CHECK(rc->load() == 0);
+  REQUIRE(seen->size() == 8);
+  CHECK((*seen)[0] == 1);
+  CHECK((*seen)[1] == 2);
+  CHECK((*seen)[2] == 101); // the reposts' completions, polled in the same loop
+  CHECK((*seen)[3] == 102);
+  // 2 originals + one repost per entry seen = 10 completions, 8 polled above.
+  CHECK(drain(c).size() == 2);
+
+  CHECK(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_destroy_cq(c) == 0);
+}
+
 TEST_CASE_METHOD(Fixture, "ibv_create_cq_ex: unsupported wc_flags and flags are EOPNOTSUPP",
                  "[verbs]") {
   ibv_cq_init_attr_ex ca{};
@@ -1054,6 +1105,15 @@ TEST_CASE_METHOD(Fixture, "ibv_modify_qp: ERR and back to RESET, then INIT again
     CHECK(queried_state(q) == IBV_QPS_RESET);
     CHECK(to_init(q) == 0);
     CHECK(q->state == IBV_QPS_INIT);
+    // RESET discards posted receives without completions: none on a later ERR.
+    ibv_recv_wr r{};
+    r.wr_id = 7;
+    ibv_recv_wr* bad = nullptr;
+    REQUIRE(ibv_post_recv(q, &r, &bad) == 0);
+    REQUIRE(to_state(q, IBV_QPS_RESET) == 0);
+    REQUIRE(to_init(q) == 0);
+    REQUIRE(to_state(q, IBV_QPS_ERR) == 0);
+    CHECK(drain(c).empty());
   }
   CHECK(ibv_destroy_qp(q) == 0);
   CHECK(ibv_destroy_cq(c) == 0);
@@ -1617,6 +1677,11 @@ TEST_CASE_METHOD(Fixture, "ibv_create_qp with an SRQ: post_recv is EINVAL; destr
   ibv_qp_init_attr qi{};
   REQUIRE(ibv_query_qp(q, &qa, IBV_QP_CAP, &qi) == 0);
   CHECK(qi.srq == s);
+
+  // The SRQ's receives belong to the SRQ: the QP going to ERR flushes none.
+  REQUIRE(ibv_post_srq_recv(s, &r, &bad) == 0);
+  REQUIRE(to_state(q, IBV_QPS_ERR) == 0);
+  CHECK(drain(c).empty());
 
   CHECK(ibv_destroy_srq(s) == EBUSY);
   REQUIRE(ibv_destroy_qp(q) == 0);
