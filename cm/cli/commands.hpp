@@ -15,4 +15,4 @@ using Action = std::function<int()>;
 // uiwarp link add NAME netdev DEV | link del NAME | link show [NAME]
 void add_link_commands(CLI::App& app, Action& run);
 
-}  // namespace uiwarp::cli
+} // namespace uiwarp::cli

@@ -8,16 +8,15 @@
 // live in links.conf of the namespace's state dir (uiwarp/state.hpp). With no link configured,
 // the default device uiwarp0 on lo is in effect. add/del also refresh the generated sysfs tree
 // (uiwarp-run does so anyway on each start).
-#include <net/if.h>
-
-#include <cstdio>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include "commands.hpp"
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
+
+#include <cstdio>
+#include <memory>
+#include <net/if.h>
+#include <string>
+#include <vector>
 
 namespace uiwarp::cli {
 
@@ -107,13 +106,15 @@ int link_show(const std::string& only) {
     const bool active = nd && nd->port_active();
     std::printf("link %s/1 state %s physical_state %s netdev %s%s\n", l.name.c_str(),
                 active ? "ACTIVE" : "DOWN", active ? "LINK_UP" : "DISABLED", l.netdev.c_str(),
-                !nd ? " (netdev not found)" : is_default ? " (default)" : "");
+                !nd          ? " (netdev not found)"
+                : is_default ? " (default)"
+                             : "");
   }
   if (!only.empty() && !found) return error("no link " + only);
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 void add_link_commands(CLI::App& app, Action& run) {
   CLI::App* link = app.add_subcommand("link", "Manage uiwarp devices of this network namespace");
@@ -122,8 +123,7 @@ void add_link_commands(CLI::App& app, Action& run) {
   auto add_name = std::make_shared<std::string>();
   auto add_args = std::make_shared<std::vector<std::string>>();
   CLI::App* add = link->add_subcommand("add", "Add a device: uiwarp link add NAME netdev DEV");
-  add->add_option("name", *add_name, "Device name, uiwarp followed by letters/digits")
-      ->required();
+  add->add_option("name", *add_name, "Device name, uiwarp followed by letters/digits")->required();
   add->add_option("args", *add_args, "netdev DEV [type uiwarp]")->required();
   add->callback([&run, add_name, add_args] {
     run = [add_name, add_args] { return link_add(*add_name, *add_args); };
@@ -142,4 +142,4 @@ void add_link_commands(CLI::App& app, Action& run) {
   show->callback([&run, show_name] { run = [show_name] { return link_show(*show_name); }; });
 }
 
-}  // namespace uiwarp::cli
+} // namespace uiwarp::cli

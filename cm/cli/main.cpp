@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // uiwarp: administer uiwarp (iWARP in user space). Subcommands live in one file per group.
-#include <CLI/CLI.hpp>
-
 #include "commands.hpp"
+
+#include <CLI/CLI.hpp>
 
 int main(int argc, char** argv) {
   CLI::App app{"uiwarp: administer uiwarp devices (iWARP in user space)", "uiwarp"};

@@ -2,18 +2,19 @@
 //
 // uiwarp-mksysfs: writes the sysfs tree for the given devices into a new directory. A tool for
 // tests and for root deployments that want a fixed SYSFS_PATH; uiwarp-run does this by itself.
-#include <CLI/CLI.hpp>
-#include <cstdio>
-#include <string>
-#include <vector>
-
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarp/sysfs.hpp"
 #include "uiwarp_paths.hpp"
 
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 int main(int argc, char** argv) {
-  CLI::App app{"Write the uiwarp sysfs tree (SYSFS_PATH) for the given devices into a new directory"};
+  CLI::App app{
+      "Write the uiwarp sysfs tree (SYSFS_PATH) for the given devices into a new directory"};
   std::string out;
   std::vector<std::string> links;
   uiwarp::sysfs::Options opt;
@@ -27,8 +28,8 @@ int main(int argc, char** argv) {
   app.add_option("--netns-inode", opt.netns_inode, "Network namespace inode to derive GUIDs from");
   CLI11_PARSE(app, argc, argv);
   opt.mirror_kernel = !no_mirror;
-  if (links.empty()) links.push_back(std::string(uiwarp::kDefaultLinkName) + ":" +
-                                     uiwarp::kDefaultLinkNetdev);
+  if (links.empty())
+    links.push_back(std::string(uiwarp::kDefaultLinkName) + ":" + uiwarp::kDefaultLinkNetdev);
 
   std::vector<uiwarp::sysfs::Device> devices;
   for (const std::string& l : links) {

@@ -3,6 +3,9 @@
 // Netdev facts through rtnetlink (libnl-route-3).
 #include "uiwarp/netdev.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netlink/errno.h>
@@ -11,10 +14,6 @@
 #include <netlink/route/link.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-
-#include <algorithm>
-#include <cstring>
-#include <memory>
 
 namespace uiwarp {
 
@@ -30,7 +29,7 @@ struct CacheDeleter {
   void operator()(nl_cache* c) const { nl_cache_free(c); }
 };
 
-}  // namespace
+} // namespace
 
 bool NetdevInfo::port_active() const { return (flags & IFF_UP) && (flags & IFF_RUNNING); }
 
@@ -50,8 +49,9 @@ std::optional<NetdevInfo> query_netdev(const std::string& name, std::string* err
   }
   rtnl_link* raw_link = nullptr;
   if (int rc = rtnl_link_get_kernel(sk.get(), 0, name.c_str(), &raw_link); rc < 0) {
-    *err = rc == -NLE_OBJ_NOTFOUND || rc == -NLE_NODEV ? "netdev '" + name + "' not found"
-                                                       : "netdev '" + name + "': " + nl_geterror(rc);
+    *err = rc == -NLE_OBJ_NOTFOUND || rc == -NLE_NODEV
+               ? "netdev '" + name + "' not found"
+               : "netdev '" + name + "': " + nl_geterror(rc);
     return std::nullopt;
   }
   std::unique_ptr<rtnl_link, LinkDeleter> link(raw_link);
@@ -89,7 +89,7 @@ std::optional<NetdevInfo> query_netdev(const std::string& name, std::string* err
     nd.addrs.push_back(ip);
   }
   std::sort(nd.addrs.begin(), nd.addrs.end(), [](const IpAddress& a, const IpAddress& b) {
-    if (a.family != b.family) return a.family == AF_INET;  // IPv4 first
+    if (a.family != b.family) return a.family == AF_INET; // IPv4 first
     return a.addr < b.addr;
   });
   nd.addrs.erase(std::unique(nd.addrs.begin(), nd.addrs.end(),
@@ -106,4 +106,4 @@ std::uint64_t current_netns_inode() {
   return static_cast<std::uint64_t>(st.st_ino);
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

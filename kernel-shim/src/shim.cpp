@@ -22,15 +22,7 @@
 // tracked fd numbers) so that write/close/dup on ordinary fds cost one atomic load and stay
 // async-signal-safe. The real functions come from dlsym(RTLD_NEXT).
 #undef _FORTIFY_SOURCE
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <linux/netlink.h>
-#include <pthread.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
+#include "uiwarp/shim.h"
 
 #include <atomic>
 #include <cerrno>
@@ -40,8 +32,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include "uiwarp/shim.h"
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #define SHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -101,17 +100,14 @@ RealSym r_write{"write"}, r_close{"close"}, r_dup{"dup"}, r_dup2{"dup2"}, r_dup3
 RealSym r_fcntl{"fcntl"}, r_fcntl64{"fcntl64"}, r_socket{"socket"};
 
 RealSym* const kAllSyms[] = {
-    &r_open,      &r_open64,   &r_openat,   &r_openat64, &r_open_2,     &r_open64_2,
-    &r_openat_2,  &r_openat64_2, &r_stat,   &r_stat64,   &r_lstat,      &r_lstat64,
-    &r_fstatat,   &r_fstatat64, &r_xstat,   &r_xstat64,  &r_lxstat,     &r_lxstat64,
-    &r_fxstatat,  &r_fxstatat64, &r_statx,  &r_write,    &r_close,      &r_dup,
-    &r_dup2,      &r_dup3,     &r_fcntl,    &r_fcntl64,  &r_socket,
+    &r_open,     &r_open64,     &r_openat, &r_openat64, &r_open_2, &r_open64_2,
+    &r_openat_2, &r_openat64_2, &r_stat,   &r_stat64,   &r_lstat,  &r_lstat64,
+    &r_fstatat,  &r_fstatat64,  &r_xstat,  &r_xstat64,  &r_lxstat, &r_lxstat64,
+    &r_fxstatat, &r_fxstatat64, &r_statx,  &r_write,    &r_close,  &r_dup,
+    &r_dup2,     &r_dup3,       &r_fcntl,  &r_fcntl64,  &r_socket,
 };
 
-template <typename F>
-F real(RealSym& s) {
-  return reinterpret_cast<F>(resolve(s));
-}
+template <typename F> F real(RealSym& s) { return reinterpret_cast<F>(resolve(s)); }
 
 // The calls the shim itself needs; raw system calls if the symbol cannot be found at all.
 int sys_openat(const char* path, int flags) {
@@ -139,10 +135,10 @@ int enosys() {
 // ---------------------------------------------------------------------------------------------
 // Configuration, captured once.
 
-constexpr const char kBacking[] = "/dev/full";  // character device 1:7
+constexpr const char kBacking[] = "/dev/full"; // character device 1:7
 constexpr unsigned kBackingMajor = 1, kBackingMinor = 7;
 constexpr const char kCdevDir[] = "/dev/infiniband/";
-constexpr std::uint32_t kCmdCreateCompChannel = 17;  // IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL
+constexpr std::uint32_t kCmdCreateCompChannel = 17; // IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL
 #ifndef NETLINK_RDMA
 constexpr int NETLINK_RDMA = 20;
 #endif
@@ -227,14 +223,14 @@ enum Kind : std::uint8_t { kNone = 0, kUverbs = 1, kCompChannel = 2 };
 struct Entry {
   int fd;
   Kind kind;
-  int chan;  // index into g_chans for kCompChannel
+  int chan; // index into g_chans for kCompChannel
   dev_t dev;
   ino_t ino;
 };
 
 struct Chan {
-  int wfd;   // write end of the pipe
-  int refs;  // table entries (the read end and its dups) that point here; 0 = free slot
+  int wfd;  // write end of the pipe
+  int refs; // table entries (the read end and its dups) that point here; 0 = free slot
   dev_t dev;
   ino_t ino;
 };
@@ -247,8 +243,8 @@ pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 Entry g_entries[kMaxEntries];
 int g_nentries = 0;
 Chan g_chans[kMaxEntries];
-std::atomic<std::uint64_t> g_hint[kHintWords];  // bit set: fd may be in the table
-std::atomic<int> g_big{0};                       // entries with fd >= kHintFds
+std::atomic<std::uint64_t> g_hint[kHintWords]; // bit set: fd may be in the table
+std::atomic<int> g_big{0};                     // entries with fd >= kHintFds
 
 struct Lock {
   Lock() { pthread_mutex_lock(&g_mu); }
@@ -259,8 +255,7 @@ struct Lock {
 
 bool maybe_tracked(int fd) {
   if (fd < 0) return false;
-  if (fd < kHintFds)
-    return (g_hint[fd / 64].load(std::memory_order_acquire) >> (fd % 64)) & 1u;
+  if (fd < kHintFds) return (g_hint[fd / 64].load(std::memory_order_acquire) >> (fd % 64)) & 1u;
   return g_big.load(std::memory_order_acquire) > 0;
 }
 
@@ -383,14 +378,14 @@ bool uverbs_write(int fd, const void* buf, size_t n, ssize_t* ret) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_ino != g_entries[i].ino ||
       st.st_rdev != makedev(kBackingMajor, kBackingMinor)) {
-    remove_entry(i);  // stale: the number now names something else
+    remove_entry(i); // stale: the number now names something else
     return false;
   }
-  std::uint32_t hdr[2] = {0, 0};  // command, in_words | out_words << 16
+  std::uint32_t hdr[2] = {0, 0}; // command, in_words | out_words << 16
   if (n >= sizeof hdr) std::memcpy(hdr, buf, sizeof hdr);
   if (n < 16 || hdr[0] != kCmdCreateCompChannel) {
     dbg("uverbs write on fd %d: command %u (%zu bytes) not emulated", fd, hdr[0], n);
-    return false;  // reaches /dev/full: ENOSPC
+    return false; // reaches /dev/full: ENOSPC
   }
   std::uint16_t out_words = static_cast<std::uint16_t>(hdr[1] >> 16);
   std::uint64_t response;
@@ -447,8 +442,7 @@ int tracked_close(int fd) {
 
 // Runs a dup-like call `op` that makes a (new or given) fd number a copy of oldfd.
 // Any entry for the resulting number is stale: dup2/dup3 closed the old newfd implicitly.
-template <typename Op>
-int tracked_dup(int oldfd, Op op) {
+template <typename Op> int tracked_dup(int oldfd, Op op) {
   Lock l;
   int r = op();
   if (r < 0 || r == oldfd) return r;
@@ -462,23 +456,26 @@ int tracked_dup(int oldfd, Op op) {
 }
 
 [[gnu::constructor(101)]] void shim_init() {
-  for (RealSym* s : kAllSyms) resolve(*s);
+  for (RealSym* s : kAllSyms)
+    resolve(*s);
   const char* d = getenv("UIWARP_DEBUG");
   g_debug = d && *d && std::strcmp(d, "0") != 0;
   // A fork() while another thread holds g_mu must not leave the child's table locked.
   pthread_atfork([] { pthread_mutex_lock(&g_mu); }, [] { pthread_mutex_unlock(&g_mu); },
                  [] { pthread_mutex_unlock(&g_mu); });
-  for (auto& c : g_chans) c.wfd = -1;
+  for (auto& c : g_chans)
+    c.wfd = -1;
   const char* s = getenv("SYSFS_PATH");
   dbg("loaded, SYSFS_PATH=%s", s ? s : "(unset)");
 }
 
 mode_t mode_arg(int flags, va_list ap) {
-  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) return static_cast<mode_t>(va_arg(ap, int));
+  if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE)
+    return static_cast<mode_t>(va_arg(ap, int));
   return 0;
 }
 
-}  // namespace
+} // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The interposed C ABI.
@@ -708,7 +705,7 @@ int fcntl_common(RealSym& sym, int fd, int cmd, void* arg) {
     return tracked_dup(fd, [&] { return f(fd, cmd, arg); });
   return f(fd, cmd, arg);
 }
-}  // namespace
+} // namespace
 
 // The third argument is an int, a long or a pointer depending on cmd; like glibc itself, pass
 // it on as a pointer-sized value.

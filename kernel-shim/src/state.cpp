@@ -3,20 +3,19 @@
 // Per-network-namespace state: the state dir, links.conf and regenerating the sysfs tree.
 #include "uiwarp/state.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "uiwarp/netdev.hpp"
 
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sstream>
-
-#include "uiwarp/netdev.hpp"
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef UIWARP_VERSION_STRING
 #define UIWARP_VERSION_STRING "0.0.0"
@@ -54,7 +53,7 @@ const char* env_nonempty(const char* name) {
   return v && *v ? v : nullptr;
 }
 
-}  // namespace
+} // namespace
 
 std::string state_dir(std::string* err) {
   std::string base;
@@ -76,7 +75,8 @@ std::string state_dir(std::string* err) {
       return {};
     }
   }
-  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  while (base.size() > 1 && base.back() == '/')
+    base.pop_back();
   const std::uint64_t ino = current_netns_inode();
   if (ino == 0) {
     *err = "cannot stat /proc/self/ns/net (is /proc mounted?)";
@@ -104,7 +104,7 @@ StateLock::StateLock(const std::string& dir) {
 }
 
 StateLock::~StateLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the flock
+  if (fd_ >= 0) ::close(fd_); // releases the flock
 }
 
 bool valid_link_name(const std::string& name, std::string* err) {
@@ -144,7 +144,7 @@ bool read_links(const std::string& dir, std::vector<Link>* links, std::string* e
     std::istringstream ls(line);
     Link l;
     std::string extra;
-    if (!(ls >> l.name)) continue;  // blank
+    if (!(ls >> l.name)) continue; // blank
     if (!(ls >> l.netdev) || (ls >> extra)) {
       *err = path + ":" + std::to_string(lineno) + ": expected 'NAME NETDEV'";
       return false;
@@ -159,7 +159,8 @@ bool write_links(const std::string& dir, const std::vector<Link>& links, std::st
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    for (const Link& l : links) out << l.name << ' ' << l.netdev << '\n';
+    for (const Link& l : links)
+      out << l.name << ' ' << l.netdev << '\n';
     out.flush();
     if (!out) {
       *err = sys_error(tmp);
@@ -206,4 +207,4 @@ bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
   return sysfs::publish(sysfs::build(devices, opt), dir, sysfs_path, err);
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -3,12 +3,6 @@
 // The generated sysfs tree (see uiwarp/sysfs.hpp for its layout and the reasons).
 #include "uiwarp/sysfs.hpp"
 
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -17,7 +11,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
 #include <filesystem>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace uiwarp::sysfs {
 
@@ -30,12 +29,13 @@ constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
 
 std::uint64_t fnv1a(std::uint64_t h, const void* data, size_t n) {
   auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * kFnvPrime;
+  for (size_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * kFnvPrime;
   return h;
 }
 
 std::uint64_t fnv1a(std::uint64_t h, const std::string& s) {
-  return fnv1a(h, s.data(), s.size() + 1);  // with the NUL, so fields cannot run together
+  return fnv1a(h, s.data(), s.size() + 1); // with the NUL, so fields cannot run together
 }
 
 std::string sys_error(const std::string& what) { return what + ": " + std::strerror(errno); }
@@ -59,7 +59,8 @@ std::string read_first_line(const std::string& path) {
   char buf[256];
   if (std::fgets(buf, sizeof buf, f)) s = buf;
   std::fclose(f);
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r'))
+    s.pop_back();
   return s;
 }
 
@@ -69,9 +70,7 @@ std::string real_path(const std::string& p) {
   return buf;
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
 // Mirrors the host's kernel RDMA devices into the tree as symlinks; returns the number the first
 // uiwarp uverbs entry gets (one past the highest kernel uverbsN).
@@ -81,7 +80,7 @@ unsigned mirror_kernel_devices(Tree& t, const Options& opt) {
   const std::string ib = opt.host_sysfs + "/class/infiniband";
   const std::string uv = opt.host_sysfs + "/class/infiniband_verbs";
   for (const std::string& name : list_dir(ib)) {
-    if (starts_with(name, "uiwarp")) continue;  // never shadow our own names
+    if (starts_with(name, "uiwarp")) continue; // never shadow our own names
     std::string target = real_path(ib + "/" + name);
     if (!target.empty()) t["class/infiniband/" + name] = Node{Node::Symlink, target};
   }
@@ -123,7 +122,7 @@ bool make_dirs(const std::string& path, std::string* err) {
   return true;
 }
 
-}  // namespace
+} // namespace
 
 std::array<std::uint8_t, 6> device_mac(const NetdevInfo& nd, std::uint64_t netns_inode) {
   std::array<std::uint8_t, 6> mac{};
@@ -136,16 +135,18 @@ std::array<std::uint8_t, 6> device_mac(const NetdevInfo& nd, std::uint64_t netns
   // the netdev name and the namespace, locally administered (bit 1) and unicast (bit 0 clear).
   std::uint64_t h = fnv1a(kFnvOffset, nd.name);
   h = fnv1a(h, std::to_string(netns_inode));
-  for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(h >> (8 * i));
+  for (int i = 0; i < 6; ++i)
+    mac[i] = static_cast<std::uint8_t>(h >> (8 * i));
   mac[0] = static_cast<std::uint8_t>((mac[0] & 0xfc) | 0x02);
   return mac;
 }
 
 std::uint64_t guid_from_mac(const std::array<std::uint8_t, 6>& mac) {
-  const std::uint8_t eui[8] = {static_cast<std::uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xff,
-                               0xfe, mac[3], mac[4], mac[5]};
+  const std::uint8_t eui[8] = {
+      static_cast<std::uint8_t>(mac[0] ^ 0x02), mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]};
   std::uint64_t g = 0;
-  for (std::uint8_t b : eui) g = (g << 8) | b;
+  for (std::uint8_t b : eui)
+    g = (g << 8) | b;
   return g;
 }
 
@@ -179,13 +180,14 @@ std::vector<std::array<std::uint8_t, 16>> device_gids(const NetdevInfo& nd,
   g[0] = 0xfe;
   g[1] = 0x80;
   const std::uint64_t guid = guid_from_mac(device_mac(nd, netns_inode));
-  for (int i = 0; i < 8; ++i) g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    g[8 + i] = static_cast<std::uint8_t>(guid >> (56 - 8 * i));
   gids.push_back(g);
   for (const IpAddress& ip : nd.addrs) {
     if (gids.size() == kMaxGids) break;
     g = {};
     if (ip.family == AF_INET) {
-      g[10] = g[11] = 0xff;  // ::ffff:a.b.c.d
+      g[10] = g[11] = 0xff; // ::ffff:a.b.c.d
       std::copy(ip.addr.begin(), ip.addr.begin() + 4, g.begin() + 12);
     } else {
       g = ip.addr;
@@ -238,7 +240,7 @@ Tree build(const std::vector<Device>& devices, const Options& opt) {
     }
 
     std::string uv = "class/infiniband_verbs/uverbs" + std::to_string(uverbs++) + "/";
-    while (t.count(uv.substr(0, uv.size() - 1)))  // a mirrored entry with that name
+    while (t.count(uv.substr(0, uv.size() - 1))) // a mirrored entry with that name
       uv = "class/infiniband_verbs/uverbs" + std::to_string(uverbs++) + "/";
     put(t, uv + "ibdev", d.name);
     put(t, uv + "dev", kUverbsDev);
@@ -310,7 +312,7 @@ bool publish(const Tree& tree, const std::string& state_dir, std::string* sysfs_
   std::string current = n > 0 ? std::string(cur, static_cast<size_t>(n)) : std::string();
   struct stat st;
   const bool target_exists = ::stat(target.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-  if (current == name && target_exists) return true;  // already published
+  if (current == name && target_exists) return true; // already published
 
   if (!target_exists) {
     std::error_code ec;
@@ -352,4 +354,4 @@ bool publish(const Tree& tree, const std::string& state_dir, std::string* sysfs_
   return true;
 }
 
-}  // namespace uiwarp::sysfs
+} // namespace uiwarp::sysfs

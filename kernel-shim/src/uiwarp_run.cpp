@@ -18,19 +18,18 @@
 //
 // Exit status: CMD's, or 125 if uiwarp-run itself fails, 126 if CMD cannot be run, 127 if it is
 // not found (as env(1) and timeout(1) do).
-#include <limits.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "uiwarp/state.hpp"
+#include "uiwarp_paths.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits.h>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <vector>
-
-#include "uiwarp/state.hpp"
-#include "uiwarp_paths.hpp"
 
 namespace {
 
@@ -38,12 +37,11 @@ constexpr int kExitFail = 125;
 constexpr const char* kProviderSuffix = "-rdmav34.so";
 
 void usage(FILE* f) {
-  std::fprintf(f,
-               "usage: uiwarp-run [--] CMD [ARGS...]\n"
-               "Runs CMD over uiwarp (iWARP in user space): sets SYSFS_PATH, RDMAV_DRIVERS and\n"
-               "LD_PRELOAD so that stock libibverbs/librdmacm programs see this network\n"
-               "namespace's uiwarp devices ('uiwarp link show'; default: uiwarp0 on lo).\n"
-               "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARP_DEBUG.\n");
+  std::fprintf(f, "usage: uiwarp-run [--] CMD [ARGS...]\n"
+                  "Runs CMD over uiwarp (iWARP in user space): sets SYSFS_PATH, RDMAV_DRIVERS and\n"
+                  "LD_PRELOAD so that stock libibverbs/librdmacm programs see this network\n"
+                  "namespace's uiwarp devices ('uiwarp link show'; default: uiwarp0 on lo).\n"
+                  "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARP_DEBUG.\n");
 }
 
 bool exists(const std::string& p) {
@@ -97,7 +95,7 @@ int fail(const std::string& msg) {
   return kExitFail;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   int first = 1;
@@ -130,7 +128,8 @@ int main(int argc, char** argv) {
   std::string sysfs;
   std::vector<std::string> warnings;
   if (!uiwarp::regenerate_sysfs(dir, &sysfs, &warnings, &err)) return fail(err);
-  for (const auto& w : warnings) std::fprintf(stderr, "uiwarp-run: warning: %s\n", w.c_str());
+  for (const auto& w : warnings)
+    std::fprintf(stderr, "uiwarp-run: warning: %s\n", w.c_str());
 
   // 2. The files.
   const std::string build_bin = real_path(UIWARP_BUILD_BIN_DIR);
@@ -141,14 +140,13 @@ int main(int argc, char** argv) {
   if (const char* p = std::getenv("UIWARP_PROVIDER"); p && *p) provider = p;
   if (!exists(shim)) return fail("shim " + shim + " not found");
 
-  std::string driver;  // RDMAV_DRIVERS entry, empty to rely on the driver file
+  std::string driver; // RDMAV_DRIVERS entry, empty to rely on the driver file
   if (exists(provider) || from_build_tree ||
       !exists(std::string(UIWARP_IBVERBS_CONFIG_DIR) + "/uiwarp.driver")) {
     const size_t sl = std::strlen(kProviderSuffix);
     if (provider.size() <= sl || provider.compare(provider.size() - sl, sl, kProviderSuffix) != 0 ||
         provider[0] != '/')
-      return fail("provider " + provider + " is not an absolute path ending in " +
-                  kProviderSuffix);
+      return fail("provider " + provider + " is not an absolute path ending in " + kProviderSuffix);
     if (!exists(provider))
       std::fprintf(stderr, "uiwarp-run: warning: provider %s not found%s\n", provider.c_str(),
                    from_build_tree ? " (build the uiwarp-provider target)" : "");
@@ -165,14 +163,16 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> preload;
   if (from_build_tree) {
-    for (auto& rt : split(UIWARP_BUILD_SANITIZER_PRELOAD, ":")) preload.push_back(rt);
+    for (auto& rt : split(UIWARP_BUILD_SANITIZER_PRELOAD, ":"))
+      preload.push_back(rt);
     // Stock programs are not leak-clean; a sanitized provider still reports its own errors.
     if (!preload.empty()) ::setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
   }
   preload.push_back(shim);
   for (auto& p : split(std::getenv("LD_PRELOAD"), ": ")) {
     bool dup = false;
-    for (auto& q : preload) dup = dup || q == p;
+    for (auto& q : preload)
+      dup = dup || q == p;
     if (!dup) preload.push_back(p);
   }
   ::setenv("LD_PRELOAD", join(preload, ':').c_str(), 1);

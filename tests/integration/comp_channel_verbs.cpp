@@ -4,6 +4,10 @@
 // under uiwarp-run): ibv_create_comp_channel() gets a pipe from the shim's emulated
 // CREATE_COMP_CHANNEL; a record written to uiwarp_shim_comp_channel_wfd() the way the provider
 // does comes back from ibv_get_cq_event() as the CQ; nothing leaks once everything is destroyed.
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -11,11 +15,6 @@
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
 
 namespace {
 
@@ -41,7 +40,7 @@ int count_fds() {
   return n - 1;
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   using wfd_fn = int (*)(int);

@@ -4,26 +4,25 @@
 // Covers the /dev/infiniband redirection, the emulated CREATE_COMP_CHANNEL write and its pipe,
 // fd bookkeeping across close/dup/dup2/dup3/fcntl (no leaked fds), NETLINK_RDMA blocking, the
 // rdma_cm refusal, the generated-tree rule for which uverbs nodes are ours, and thread safety.
-#include <dirent.h>
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <linux/netlink.h>
-#include <poll.h>
-#include <rdma/ib_user_verbs.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <poll.h>
+#include <rdma/ib_user_verbs.h>
 #include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -52,7 +51,7 @@ int count_fds() {
   while (dirent* e = readdir(d))
     if (e->d_name[0] != '.') ++n;
   closedir(d);
-  return n - 1;  // the DIR's own fd
+  return n - 1; // the DIR's own fd
 }
 
 bool fd_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
@@ -178,7 +177,7 @@ void test_stale_entry() {
   int cmd_fd = open("/dev/infiniband/uverbs0", O_RDWR | O_CLOEXEC);
   int p[2];
   check(pipe(p) == 0, "pipe");
-  syscall(SYS_dup3, p[1], cmd_fd, O_CLOEXEC);  // raw: the shim does not see it
+  syscall(SYS_dup3, p[1], cmd_fd, O_CLOEXEC); // raw: the shim does not see it
   CreateCompChannel req{};
   req.hdr.command = IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL;
   std::uint32_t dummy = 0;
@@ -259,12 +258,13 @@ void test_threads() {
       }
     });
   }
-  for (auto& t : ts) t.join();
+  for (auto& t : ts)
+    t.join();
   check(bad == 0, "8 threads x 200 channels: each one works");
   check(count_fds() == before, "and no fd leaked");
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   shim_wfd = reinterpret_cast<wfd_fn>(dlsym(RTLD_DEFAULT, "uiwarp_shim_comp_channel_wfd"));
@@ -273,7 +273,7 @@ int main() {
     std::printf("FAIL - libuiwarp-shim.so is not preloaded\n0 passed, 1 failed\n");
     return 1;
   }
-  unsetenv("SYSFS_PATH");  // first the rule without a tree: ours if the host has no such node
+  unsetenv("SYSFS_PATH"); // first the rule without a tree: ours if the host has no such node
   struct stat st {};
   if (::syscall(SYS_newfstatat, AT_FDCWD, "/dev/infiniband/uverbs0", &st, 0) == 0) {
     std::printf("SKIP: this host has a kernel /dev/infiniband/uverbs0\n0 passed, 0 failed\n");

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# test_run.sh UIWARP-RUN SHIM PROVIDER: uiwarp-run sets SYSFS_PATH, RDMAV_DRIVERS and LD_PRELOAD,
+# test_run.sh UIWARP-RUN SHIM PROVIDER [SANITIZER-RUNTIME]: uiwarp-run sets SYSFS_PATH, RDMAV_DRIVERS and LD_PRELOAD,
 # publishes the tree, passes exit codes through, and locates its files by the documented rule.
 source "$(dirname "$0")/lib.sh"
 RUN=$1
 SHIM=$2
 PROVIDER=$3
+RT=${4:-}  # ASan trees: the runtime uiwarp-run preloads first (and needs itself, being sanitized)
 export UIWARP_STATE_DIR=$T/state
 NS=$UIWARP_STATE_DIR/netns-$(netns_inode)
 getvar() { sed -n "s/^$1=//p" <<<"$2"; }
@@ -23,11 +24,15 @@ before=$(readlink "$NS/sysfs")
 "$RUN" true
 expect_eq "same links: same tree, not rebuilt" "$before" "$(readlink "$NS/sysfs")"
 
-out=$(RDMAV_DRIVERS=rxe LD_PRELOAD=$SHIM "$RUN" env 2>/dev/null)
+out=$(RDMAV_DRIVERS=rxe LD_PRELOAD=${RT:+$RT:}$SHIM "$RUN" env 2>/dev/null)
 expect_eq "RDMAV_DRIVERS is prepended to" "${PROVIDER%-rdmav34.so}:rxe" \
   "$(getvar RDMAV_DRIVERS "$out")"
 expect_eq "LD_PRELOAD holds the shim once" "1" \
   "$(getvar LD_PRELOAD "$out" | tr ':' '\n' | grep -cx "$SHIM")"
+if [[ -n $RT ]]; then
+  expect_eq "LD_PRELOAD: the sanitizer runtime first, then the shim" "$RT:$SHIM" \
+    "$(getvar LD_PRELOAD "$out")"
+fi
 
 "$RUN" sh -c 'exit 3'
 expect_eq "the command's exit status" "3" "$?"

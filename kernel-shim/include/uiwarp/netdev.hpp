@@ -14,7 +14,7 @@ namespace uiwarp {
 
 struct IpAddress {
   int family = 0;                      // AF_INET or AF_INET6
-  std::array<std::uint8_t, 16> addr{};  // AF_INET: the first 4 bytes
+  std::array<std::uint8_t, 16> addr{}; // AF_INET: the first 4 bytes
   unsigned prefixlen = 0;
 
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
@@ -23,11 +23,11 @@ struct IpAddress {
 struct NetdevInfo {
   std::string name;
   int ifindex = 0;
-  std::vector<std::uint8_t> hwaddr;  // as the kernel reports it (6 bytes for Ethernet and lo)
+  std::vector<std::uint8_t> hwaddr; // as the kernel reports it (6 bytes for Ethernet and lo)
   unsigned mtu = 0;
-  unsigned flags = 0;          // IFF_*
-  std::uint8_t operstate = 0;  // IF_OPER_*
-  std::vector<IpAddress> addrs;  // IPv4 first, then IPv6; each family sorted
+  unsigned flags = 0;           // IFF_*
+  std::uint8_t operstate = 0;   // IF_OPER_*
+  std::vector<IpAddress> addrs; // IPv4 first, then IPv6; each family sorted
 
   // The netdev is administratively up and has carrier (IFF_UP and IFF_RUNNING): the RDMA port
   // is then ACTIVE / LinkUp, as siw reports it.
@@ -41,4 +41,4 @@ std::optional<NetdevInfo> query_netdev(const std::string& name, std::string* err
 // The inode number of the caller's network namespace (/proc/self/ns/net), 0 if unknown.
 std::uint64_t current_netns_inode();
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -11,16 +11,16 @@
 // With no link configured, the default device uiwarp0 on lo is used.
 #pragma once
 
+#include "uiwarp/sysfs.hpp"
+
 #include <string>
 #include <vector>
-
-#include "uiwarp/sysfs.hpp"
 
 namespace uiwarp {
 
 struct Link {
-  std::string name;    // uiwarpN
-  std::string netdev;  // e.g. lo, eth0
+  std::string name;   // uiwarpN
+  std::string netdev; // e.g. lo, eth0
   friend bool operator==(const Link&, const Link&) = default;
 };
 
@@ -33,7 +33,7 @@ std::string state_dir(std::string* err);
 
 // An exclusive flock on <dir>/lock, held for the object's lifetime.
 class StateLock {
- public:
+public:
   explicit StateLock(const std::string& dir);
   ~StateLock();
   StateLock(const StateLock&) = delete;
@@ -41,7 +41,7 @@ class StateLock {
   bool ok() const { return fd_ >= 0; }
   const std::string& error() const { return err_; }
 
- private:
+private:
   int fd_ = -1;
   std::string err_;
 };
@@ -63,4 +63,4 @@ std::vector<Link> effective_links(const std::vector<Link>& configured);
 bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
                       std::vector<std::string>* warnings, std::string* err);
 
-}  // namespace uiwarp
+} // namespace uiwarp

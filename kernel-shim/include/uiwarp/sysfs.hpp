@@ -32,36 +32,36 @@
 // so they stay usable while NETLINK_RDMA is blocked; uiwarp's uverbs<N> are numbered after them.
 #pragma once
 
+#include "uiwarp/netdev.hpp"
+
 #include <array>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
-#include "uiwarp/netdev.hpp"
-
 namespace uiwarp::sysfs {
 
 inline constexpr unsigned kUverbsAbiVersion = 1;     // per device; the provider accepts 1..1
-inline constexpr unsigned kVerbsClassAbiVersion = 6;  // class/infiniband_verbs/abi_version
+inline constexpr unsigned kVerbsClassAbiVersion = 6; // class/infiniband_verbs/abi_version
 inline constexpr unsigned kUcmaAbiVersion = 4;
-inline constexpr const char* kUverbsDev = "1:7";  // /dev/full
+inline constexpr const char* kUverbsDev = "1:7"; // /dev/full
 
 struct Device {
-  std::string name;    // uiwarpN
+  std::string name; // uiwarpN
   NetdevInfo netdev;
 };
 
 struct Options {
-  std::string host_sysfs = "/sys";  // where to look for kernel RDMA devices to mirror
+  std::string host_sysfs = "/sys"; // where to look for kernel RDMA devices to mirror
   bool mirror_kernel = true;
-  std::uint64_t netns_inode = 0;  // feeds the MAC derived for netdevs without one (lo)
+  std::uint64_t netns_inode = 0; // feeds the MAC derived for netdevs without one (lo)
   std::string fw_ver = "0.0.0";
 };
 
 struct Node {
   enum Type { File, Dir, Symlink } type = File;
-  std::string data;  // file contents, or symlink target
+  std::string data; // file contents, or symlink target
   friend bool operator==(const Node&, const Node&) = default;
 };
 
@@ -77,8 +77,8 @@ std::array<std::uint8_t, 6> device_mac(const NetdevInfo& nd, std::uint64_t netns
 // EUI-64 from a MAC (insert ff:fe, flip the universal/local bit), as siw derives its node GUID.
 std::uint64_t guid_from_mac(const std::array<std::uint8_t, 6>& mac);
 
-std::string format_guid(std::uint64_t guid);                   // xxxx:xxxx:xxxx:xxxx
-std::string format_gid(const std::array<std::uint8_t, 16>& gid);  // 8 groups of 4 hex digits
+std::string format_guid(std::uint64_t guid);                     // xxxx:xxxx:xxxx:xxxx
+std::string format_gid(const std::array<std::uint8_t, 16>& gid); // 8 groups of 4 hex digits
 
 // The GIDs of a device, index 0 first.
 std::vector<std::array<std::uint8_t, 16>> device_gids(const NetdevInfo& nd,
@@ -100,4 +100,4 @@ bool write_tree(const Tree& tree, const std::string& dir, std::string* err);
 bool publish(const Tree& tree, const std::string& state_dir, std::string* sysfs_path,
              std::string* err);
 
-}  // namespace uiwarp::sysfs
+} // namespace uiwarp::sysfs
