@@ -23,6 +23,7 @@
 // async-signal-safe. The real functions come from dlsym(RTLD_NEXT).
 #undef _FORTIFY_SOURCE
 #include "uiwarp/shim.h"
+#include "ucma.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -61,6 +62,8 @@ using xstat_fn = int (*)(int, const char*, void*);
 using fxstatat_fn = int (*)(int, int, const char*, void*, int);
 using statx_fn = int (*)(int, const char*, int, unsigned, struct statx*);
 using write_fn = ssize_t (*)(int, const void*, size_t);
+using fstat_fn = int (*)(int, struct stat*);
+using fstat64_fn = int (*)(int, struct stat64*);
 using close_fn = int (*)(int);
 using dup_fn = int (*)(int);
 using dup2_fn = int (*)(int, int);
@@ -96,6 +99,7 @@ RealSym r_fstatat{"fstatat"}, r_fstatat64{"fstatat64"};
 RealSym r_xstat{"__xstat"}, r_xstat64{"__xstat64"}, r_lxstat{"__lxstat"}, r_lxstat64{"__lxstat64"};
 RealSym r_fxstatat{"__fxstatat"}, r_fxstatat64{"__fxstatat64"};
 RealSym r_statx{"statx"};
+RealSym r_fstat{"fstat"}, r_fstat64{"fstat64"};
 RealSym r_write{"write"}, r_close{"close"}, r_dup{"dup"}, r_dup2{"dup2"}, r_dup3{"dup3"};
 RealSym r_fcntl{"fcntl"}, r_fcntl64{"fcntl64"}, r_socket{"socket"};
 
@@ -104,7 +108,7 @@ RealSym* const kAllSyms[] = {
     &r_openat_2, &r_openat64_2, &r_stat,   &r_stat64,   &r_lstat,  &r_lstat64,
     &r_fstatat,  &r_fstatat64,  &r_xstat,  &r_xstat64,  &r_lxstat, &r_lxstat64,
     &r_fxstatat, &r_fxstatat64, &r_statx,  &r_write,    &r_close,  &r_dup,
-    &r_dup2,     &r_dup3,       &r_fcntl,  &r_fcntl64,  &r_socket,
+    &r_dup2,     &r_dup3,       &r_fcntl,  &r_fcntl64,  &r_socket, &r_fstat, &r_fstat64,
 };
 
 template <typename F> F real(RealSym& s) { return reinterpret_cast<F>(resolve(s)); }
@@ -125,6 +129,11 @@ int sys_close(int fd) {
 int sys_stat(const char* path, struct stat* st) {
   if (auto f = real<stat_fn>(r_stat)) return f(path, st);
   return static_cast<int>(syscall(SYS_newfstatat, AT_FDCWD, path, st, 0));
+}
+
+// Our own fstat calls must not come back through the fstat interposer (g_mu may be held).
+int sys_fstat(int fd, struct stat* st) {
+  return static_cast<int>(syscall(SYS_fstat, fd, st));
 }
 
 int enosys() {
@@ -218,7 +227,7 @@ PathKind classify(const char* path) {
 // ---------------------------------------------------------------------------------------------
 // The fd table.
 
-enum Kind : std::uint8_t { kNone = 0, kUverbs = 1, kCompChannel = 2 };
+enum Kind : std::uint8_t { kNone = 0, kUverbs = 1, kCompChannel = 2, kUcma = 3 };
 
 struct Entry {
   int fd;
@@ -280,7 +289,7 @@ int find(int fd) {
 
 bool same_file(int fd, dev_t dev, ino_t ino) {
   struct stat st;
-  return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+  return sys_fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
 bool add_entry(int fd, Kind kind, int chan, dev_t dev, ino_t ino) {
@@ -334,7 +343,7 @@ int open_uverbs(const char* path, int flags) {
   int fd = sys_openat(kBacking, flags & (O_ACCMODE | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
   if (fd < 0) return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0) {
+  if (sys_fstat(fd, &st) != 0) {
     int e = errno;
     sys_close(fd);
     errno = e;
@@ -347,18 +356,32 @@ int open_uverbs(const char* path, int flags) {
   return fd;
 }
 
+// /dev/infiniband/rdma_cm: an event channel of the UCMA emulation (ucma.cpp).
+int open_ucma(int flags) {
+  int fd = uiwarp::ucma::open_channel(flags);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (sys_fstat(fd, &st) != 0) st = {};
+  Lock l;
+  forget_stale(fd);
+  add_entry(fd, kUcma, -1, st.st_dev, st.st_ino);
+  dbg("open rdma_cm -> fd %d", fd);
+  return fd;
+}
+
+// Kind of a tracked fd (kNone if not tracked).
+Kind kind_of(int fd) {
+  if (!maybe_tracked(fd)) return kNone;
+  Lock l;
+  int i = find(fd);
+  return i < 0 ? kNone : g_entries[i].kind;
+}
+
 // Returns true if the open was handled here (result in *ret).
 bool intercept_open(const char* path, int flags, int* ret) {
   switch (classify(path)) {
   case PathKind::Other: return false;
-  case PathKind::RdmaCm:
-    if (g_debug) {
-      static const char msg[] = "uiwarp: rdma_cm emulation not available yet\n";
-      sys_write(2, msg, sizeof msg - 1);
-    }
-    errno = ENODEV;
-    *ret = -1;
-    return true;
+  case PathKind::RdmaCm: *ret = open_ucma(flags); return true;
   case PathKind::Uverbs: *ret = open_uverbs(path, flags); return true;
   }
   return false;
@@ -376,7 +399,7 @@ bool uverbs_write(int fd, const void* buf, size_t n, ssize_t* ret) {
   int i = find(fd);
   if (i < 0 || g_entries[i].kind != kUverbs) return false;
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_ino != g_entries[i].ino ||
+  if (sys_fstat(fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_ino != g_entries[i].ino ||
       st.st_rdev != makedev(kBackingMajor, kBackingMinor)) {
     remove_entry(i); // stale: the number now names something else
     return false;
@@ -409,7 +432,7 @@ bool uverbs_write(int fd, const void* buf, size_t n, ssize_t* ret) {
   auto f = real<fcntl_fn>(r_fcntl);
   int fl = f ? f(p[1], F_GETFL) : -1;
   if (fl >= 0 && f) f(p[1], F_SETFL, fl | O_NONBLOCK);
-  if (fstat(p[0], &st) != 0) {
+  if (sys_fstat(p[0], &st) != 0) {
     int e = errno;
     sys_close(p[0]);
     sys_close(p[1]);
@@ -431,12 +454,17 @@ bool uverbs_write(int fd, const void* buf, size_t n, ssize_t* ret) {
 // close/dup bookkeeping; both run the real call with g_mu held so that fd numbers cannot be
 // reused under the table's feet by our own open/pipe.
 int tracked_close(int fd) {
-  Lock l;
-  int i = find(fd);
-  if (i >= 0) {
-    dbg("close fd %d", fd);
-    remove_entry(i);
+  bool ucma = false;
+  {
+    Lock l;
+    int i = find(fd);
+    if (i >= 0) {
+      dbg("close fd %d", fd);
+      ucma = g_entries[i].kind == kUcma;
+      remove_entry(i);
+    }
   }
+  if (ucma) uiwarp::ucma::closed(fd);
   return sys_close(fd);
 }
 
@@ -665,10 +693,33 @@ SHIM_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask,
 
 SHIM_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   if (maybe_tracked(fd)) {
+    if (kind_of(fd) == kUcma) return uiwarp::ucma::command(fd, buf, n);
     ssize_t ret;
     if (uverbs_write(fd, buf, n, &ret)) return ret;
   }
   return sys_write(fd, buf, n);
+}
+
+// fstat of an rdma_cm channel: librdmacm's open_cdev wants a character device.
+SHIM_EXPORT int fstat(int fd, struct stat* buf) noexcept {
+  auto f = real<fstat_fn>(r_fstat);
+  if (!f) return enosys();
+  int r = f(fd, buf);
+  if (r == 0 && kind_of(fd) == kUcma) uiwarp::ucma::fix_stat(buf);
+  return r;
+}
+
+SHIM_EXPORT int fstat64(int fd, struct stat64* buf) noexcept {
+  auto f = real<fstat64_fn>(r_fstat64);
+  if (!f) return enosys();
+  int r = f(fd, buf);
+  if (r == 0 && kind_of(fd) == kUcma) {
+    struct stat st{};
+    uiwarp::ucma::fix_stat(&st);
+    buf->st_mode = st.st_mode;
+    buf->st_rdev = st.st_rdev;
+  }
+  return r;
 }
 
 SHIM_EXPORT int close(int fd) {

@@ -46,7 +46,6 @@
 
 #include "cm_proto.hpp"
 #include "uiwarp/provider_api.h"
-#include "uiwarp/state.hpp"
 
 namespace uiwarp::ucma {
 
@@ -287,9 +286,13 @@ class Ucma {
   // ---- uiwarpd ----
   bool daemon_connect(std::string* err) {
     if (daemon_fd_ >= 0) return true;
-    std::string dir = uiwarp::state_dir(err);
-    if (dir.empty()) return false;
-    std::string path = dir + "/uiwarpd.sock";
+    // uiwarp-run starts uiwarpd for this user and network namespace and names its socket.
+    const char* env = std::getenv("UIWARPD_SOCKET");
+    if (!env || !*env) {
+      *err = "UIWARPD_SOCKET is not set; run the program with uiwarp-run";
+      return false;
+    }
+    std::string path = env;
     int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     sockaddr_un sun{};
     sun.sun_family = AF_UNIX;

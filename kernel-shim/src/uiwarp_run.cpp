@@ -27,7 +27,10 @@
 #include <cstring>
 #include <limits.h>
 #include <string>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
 
@@ -88,6 +91,42 @@ std::string join(const std::vector<std::string>& v, char sep) {
 bool debug() {
   const char* d = std::getenv("UIWARP_DEBUG");
   return d && *d && std::strcmp(d, "0") != 0;
+}
+
+// Connects to uiwarpd's socket to see whether a daemon serves it.
+bool daemon_alive(const std::string& path) {
+  int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
+  bool ok = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0;
+  if (s >= 0) ::close(s);
+  return ok;
+}
+
+// Starts uiwarpd for this user and network namespace unless one runs (it exits
+// at once if another instance holds its lock), and waits until it answers.
+bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::string* err) {
+  if (daemon_alive(sock)) return true;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    *err = std::string("fork: ") + std::strerror(errno);
+    return false;
+  }
+  if (pid == 0) {
+    ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
+            static_cast<char*>(nullptr));
+    std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(), std::strerror(errno));
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  for (int i = 0; i < 300; ++i) {
+    if (daemon_alive(sock)) return true;
+    ::usleep(10000);
+  }
+  *err = "uiwarpd (" + uiwarpd + ") did not start serving " + sock;
+  return false;
 }
 
 int fail(const std::string& msg) {
@@ -153,7 +192,14 @@ int main(int argc, char** argv) {
     driver = provider.substr(0, provider.size() - sl);
   }
 
-  // 3. The environment.
+  // 3. The connection manager.
+  std::string uiwarpd = from_build_tree ? UIWARP_BUILD_UIWARPD : UIWARP_INSTALL_UIWARPD;
+  if (const char* d = std::getenv("UIWARPD"); d && *d) uiwarpd = d;
+  const std::string sock = dir + "/uiwarpd.sock";
+  if (!ensure_daemon(uiwarpd, sock, &err)) return fail(err);
+  ::setenv("UIWARPD_SOCKET", sock.c_str(), 1);
+
+  // 4. The environment.
   if (::setenv("SYSFS_PATH", sysfs.c_str(), 1) != 0) return fail("setenv");
   if (!driver.empty()) {
     std::vector<std::string> drivers{driver};

@@ -110,9 +110,17 @@ void test_stat_and_open() {
         "other uverbs commands reach /dev/full and fail with ENOSPC");
   close(fd);
 
+  // rdma_cm: a UCMA event channel that looks like the kernel's character device.
+  int cm = open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC);
+  struct stat cst {};
+  check(cm >= 0 && fstat(cm, &cst) == 0 && S_ISCHR(cst.st_mode),
+        "open(/dev/infiniband/rdma_cm) gives a character device (UCMA emulation)");
+  // An unknown UCMA command fails cleanly.
+  std::uint32_t bad[2] = {999, 0};
   errno = 0;
-  check(open("/dev/infiniband/rdma_cm", O_RDWR | O_CLOEXEC) < 0 && errno == ENODEV,
-        "open(/dev/infiniband/rdma_cm) fails with ENODEV");
+  check(cm >= 0 && write(cm, bad, sizeof bad) < 0 && errno == ENOSYS,
+        "an unknown UCMA command fails with ENOSYS");
+  if (cm >= 0) close(cm);
 }
 
 void test_comp_channel() {
