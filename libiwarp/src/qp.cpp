@@ -232,7 +232,9 @@ void Qp::terminate(TermCode code, std::string message, bool with_header, bool wi
   state_ = QpState::Terminate;
 }
 
-void Qp::fail(TermCode code, std::string message) { terminate(code, std::move(message), false, false); }
+void Qp::fail(TermCode code, std::string message) {
+  terminate(code, std::move(message), false, false);
+}
 
 void Qp::flush() {
   if (!error_) note_error(term::rdmap_local_catastrophic, false, "QP flushed by the consumer");

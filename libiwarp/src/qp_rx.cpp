@@ -57,26 +57,33 @@ std::optional<TermCode> Qp::ulpdu_begin(std::size_t len) {
   rx_wqe_ = nullptr;
   rx_read_ = nullptr;
   rtr_swallow_ = false;
+  rx_rejected_ = false;
   if (rx_stopped_) return std::nullopt;
   // HX-037: a ULPDU that cannot hold even a tagged DDP header (the zero-length
   // one included, which would otherwise never reach ulpdu_landed).
-  if (len < kTaggedHdrLen)
-    return reject(term::ddp_local_catastrophic,
-                  "ULPDU of " + std::to_string(len) + " octets is shorter than a DDP header",
-                  false);
+  if (len < kTaggedHdrLen) {
+    reject(term::ddp_local_catastrophic,
+           "ULPDU of " + std::to_string(len) + " octets is shorter than a DDP header", false);
+    rx_rejected_ = true;
+  }
+  // Errors are not returned to the deframer: the FPDU is drained into the
+  // discard area and the error reported once its CRC is known (ulpdu_end), so
+  // that a corrupted FPDU is reported as the CRC error it is (MPA-004, MPA-046).
   return std::nullopt;
 }
 
 MutBytes Qp::span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max) {
   for (MutBytes s : spans) {
-    if (off < s.size()) return s.subspan(static_cast<std::size_t>(off)).first(std::min<std::size_t>(max, s.size() - off));
+    if (off < s.size())
+      return s.subspan(static_cast<std::size_t>(off))
+          .first(std::min<std::size_t>(max, s.size() - off));
     off -= s.size();
   }
   return {};
 }
 
 MutBytes Qp::ulpdu_dest(std::size_t offset, std::size_t max) {
-  if (rx_stopped_) return MutBytes(discard_).first(std::min(max, discard_.size()));
+  if (rx_stopped_ || rx_rejected_) return MutBytes(discard_).first(std::min(max, discard_.size()));
   if (!hdr_done_) return MutBytes(hdr_buf_).subspan(offset, std::min(max, hdr_need_ - offset));
   const std::uint64_t po = offset - seg_hdr_len_;
   MutBytes d;
@@ -85,14 +92,22 @@ MutBytes Qp::ulpdu_dest(std::size_t offset, std::size_t max) {
     case Opcode::RdmaReadResponse:
       d = span_dest(rx_read_->sink, seg_.to - rx_read_->sink_to + po, max);
       break;
-    case Opcode::Terminate: d = MutBytes(term_buf_).subspan(po, std::min<std::size_t>(max, term_buf_.size() - po)); break;
+    case Opcode::Terminate:
+      d = MutBytes(term_buf_).subspan(po, std::min<std::size_t>(max, term_buf_.size() - po));
+      break;
     default: d = span_dest(rx_wqe_->spans, seg_.mo + po, max); break;
   }
   return d;
 }
 
 std::optional<TermCode> Qp::ulpdu_landed(std::size_t offset, std::size_t n) {
-  if (rx_stopped_ || hdr_done_) return std::nullopt;
+  if (rx_stopped_ || rx_rejected_ || hdr_done_) return std::nullopt;
+  // A rejected header stops placement at once; the error waits for the CRC.
+  if (header_landed(offset, n)) rx_rejected_ = true;
+  return std::nullopt;
+}
+
+std::optional<TermCode> Qp::header_landed(std::size_t offset, std::size_t n) {
   if (offset + n < hdr_need_) return std::nullopt;
   if (ulpdu_len_ < kTaggedHdrLen || (!DdpHeader::is_tagged(hdr_buf_.data()) &&
                                      ulpdu_len_ < kUntaggedHdrLen)) {
@@ -155,7 +170,7 @@ std::optional<TermCode> Qp::on_header() {
   const bool is_term = seg_.op() == Opcode::Terminate;
   const std::size_t need = ddp_len + (is_term ? kTerminateCtrlLen : rx_rdmap_hdr_);
   if (ulpdu_len_ < need) {
-    if (is_term) return malformed_terminate("truncated " + describe(seg_));  // HX-093
+    if (is_term) return reject_terminate("truncated " + describe(seg_));  // HX-093
     return reject(term::rdmap_op_unspecified, "truncated RDMAP header in " + describe(seg_));
   }
   if (!info.payload && ulpdu_len_ != need)
@@ -165,7 +180,7 @@ std::optional<TermCode> Qp::on_header() {
   if (!info.payload || info.rdmap_hdr) {
     // Single-segment messages (RFC 5040 §4.4, §4.8; RFC 7306 §4).
     if (!seg_.last || seg_.mo != 0) {
-      if (is_term) return malformed_terminate("multi-segment " + describe(seg_));  // HX-093
+      if (is_term) return reject_terminate("multi-segment " + describe(seg_));  // HX-093
       return reject(term::rdmap_op_unspecified, "multi-segment " + describe(seg_));
     }
   }
@@ -260,7 +275,8 @@ std::optional<TermCode> Qp::check_untagged() {
             w->error = *r.error == MemError::Access ? WcStatus::LocalAccess
                                                     : WcStatus::LocalProtection;
             return reject(term::ddp_local_catastrophic,
-                          "receive WR " + std::to_string(w->wr.wr_id) + ": local protection error (" +
+                          "receive WR " + std::to_string(w->wr.wr_id) +
+                              ": local protection error (" +
                               std::string(mem_error_name(*r.error)) + ")",
                           false);
           }
@@ -281,7 +297,7 @@ std::optional<TermCode> Qp::check_untagged() {
       return std::nullopt;
     case kQnTerminate:
       if (len > term_buf_.size())
-        return malformed_terminate(std::to_string(len) + " octets");  // HX-093
+        return reject_terminate(std::to_string(len) + " octets");  // HX-093
       return std::nullopt;
     case kQnAtomicResponse:
       // HX-091: must answer our oldest outstanding Atomic Request.
@@ -293,16 +309,25 @@ std::optional<TermCode> Qp::check_untagged() {
 }
 
 void Qp::ulpdu_end(std::optional<TermCode> error) {
-  if (rx_stopped_) return;
+  const bool rejected = std::exchange(rx_rejected_, false);
+  if (rx_stopped_) {
+    pending_term_.reset();
+    return;
+  }
   if (error) {
-    if (pending_term_) {
-      PendingTerm p = std::move(*pending_term_);
-      pending_term_.reset();
+    // MPA errors (CRC, marker, over-long ULPDU) win over whatever the damaged
+    // segment looked like; no DDP header (RFC 5040 §4.8 Fig. 10).
+    pending_term_.reset();
+    terminate(*error, "MPA: " + std::string(term_code_name(*error)), false, false);
+    return;
+  }
+  if (rejected) {
+    PendingTerm p = std::move(*pending_term_);
+    pending_term_.reset();
+    if (p.malformed_terminate)
+      malformed_terminate(std::move(p.message));
+    else
       terminate(p.code, std::move(p.message), p.with_header, p.with_rdma_header);
-    } else {
-      // MPA errors (CRC, marker, over-long ULPDU): no DDP header (Fig. 10).
-      terminate(*error, "MPA: " + std::string(term_code_name(*error)), false, false);
-    }
     return;
   }
   // MPA-063: the responder may send once the initiator's first FPDU is valid.
@@ -464,11 +489,16 @@ std::optional<TermCode> Qp::deliver_atomic_request() {
   return std::nullopt;
 }
 
-std::optional<TermCode> Qp::malformed_terminate(std::string message) {
+std::optional<TermCode> Qp::reject_terminate(std::string message) {
+  reject(term::rdmap_op_unspecified, std::move(message), false);
+  pending_term_->malformed_terminate = true;
+  return term::rdmap_op_unspecified;
+}
+
+void Qp::malformed_terminate(std::string message) {
   // HX-093 (RFC 5040 §5.4): surface it to the ULP, never answer it with a Terminate.
   note_error(term::rdmap_op_unspecified, true, "malformed Terminate from the peer: " + message);
   enter_error(WcStatus::RemoteOperation);
-  return std::nullopt;
 }
 
 namespace {

@@ -22,7 +22,8 @@ std::optional<WcStatus> Qp::resolve_local(const std::vector<Sge>& sgl, std::uint
   for (const Sge& s : sgl) {
     if (s.length == 0) continue;
     auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, need);
-    if (r.error) return *r.error == MemError::Access ? WcStatus::LocalAccess : WcStatus::LocalProtection;
+    if (r.error)
+      return *r.error == MemError::Access ? WcStatus::LocalAccess : WcStatus::LocalProtection;
     out.emplace_back(r.host, s.length);
     total += s.length;
   }
@@ -197,7 +198,8 @@ bool Qp::start_next_message() {
       for (ConstBytes b : sink) o.sink.emplace_back(const_cast<std::byte*>(b.data()), b.size());
       // The sink STag/TO name our first SGE; the response is placed by offset
       // into the whole list (it must echo this STag, RFC 5040 §5.2.2).
-      auto first = std::find_if(wr.sgl.begin(), wr.sgl.end(), [](const Sge& s) { return s.length; });
+      auto first =
+          std::find_if(wr.sgl.begin(), wr.sgl.end(), [](const Sge& s) { return s.length; });
       o.sink_stag = first != wr.sgl.end() ? first->lkey : 0;
       o.sink_to = first != wr.sgl.end() ? first->addr : 0;
       o.length = static_cast<std::uint32_t>(len);
@@ -277,7 +279,8 @@ bool Qp::build_frame() {
 
   const std::size_t hdr_len = m.hdr.size() + m.rdmap_hdr.size();
   const std::size_t room = cfg_.mulpdu - hdr_len;
-  const std::size_t seg = static_cast<std::size_t>(std::min<std::uint64_t>(m.length - m.sent, room));
+  const std::size_t seg =
+      static_cast<std::size_t>(std::min<std::uint64_t>(m.length - m.sent, room));
 
   DdpHeader h = m.hdr;
   if (h.tagged)
@@ -334,14 +337,17 @@ bool Qp::tx_pending() {
 
 void Qp::tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov) {
   tx_pending();
+  const std::size_t base = iov.size();
   for (const QueuedFrame& f : frames_) {
-    const std::size_t pieces = f.owned.empty() ? f.frame.piece_count() : 1;
-    if (!iov.empty() && iov.size() + pieces > max_iov) break;
+    if (iov.size() - base >= max_iov) break;
     if (f.owned.empty())
       f.frame.gather(iov);
     else
       iov.push_back(ConstBytes(f.owned).subspan(f.owned_off));
   }
+  // A frame may have more pieces than the caller can write at once (markers,
+  // gather lists): hand out its first ones; tx_advance copes with a partial frame.
+  if (iov.size() - base > max_iov) iov.resize(base + max_iov);
 }
 
 void Qp::tx_advance(std::size_t n) {

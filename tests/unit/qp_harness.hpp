@@ -262,7 +262,9 @@ class Pair {
   // Moves what `src` has ready into `dst`, once. Returns the octets moved.
   std::size_t step(Qp& src, Qp& dst, Bytes& log) {
     std::vector<ConstBytes> iov;
-    src.tx_gather(iov, opt_.io == Io::Partial ? 3 : 1024);
+    const std::size_t max_iov = opt_.io == Io::Partial ? 3 : 1024;
+    src.tx_gather(iov, max_iov);
+    REQUIRE(iov.size() <= max_iov);  // the writev limit the caller asked for
     std::size_t total = 0;
     for (ConstBytes p : iov) total += p.size();
     if (total == 0) return 0;

@@ -20,7 +20,9 @@ std::uint64_t host_u64(const Bytes& b, std::size_t off) {
   std::memcpy(&v, b.data() + off, 8);
   return v;
 }
-void set_host_u64(Bytes& b, std::size_t off, std::uint64_t v) { std::memcpy(b.data() + off, &v, 8); }
+void set_host_u64(Bytes& b, std::size_t off, std::uint64_t v) {
+  std::memcpy(b.data() + off, &v, 8);
+}
 
 void check_completion(const Completion& c, std::uint64_t id, WcStatus st, WcOpcode op,
                       std::uint32_t len, bool recv) {
@@ -833,7 +835,8 @@ TEST_CASE("EXT-005 FetchAdd and CompareSwap: original value returned, target upd
   Buf target = reg(p.mb(), 32, kAllAccess, 1, Based::Zero);
   set_host_u64(target.data, 8, 100);
   Buf res = reg(p.ma(), 24);
-  SendWr fa = send_wr(1, {res.sge(0, 8)}, WrOpcode::AtomicFetchAdd);
+  // The 8-octet result may be scattered over several SGEs.
+  SendWr fa = send_wr(1, {res.sge(0, 3), res.sge(3, 5)}, WrOpcode::AtomicFetchAdd);
   fa.remote_stag = target.stag;
   fa.remote_addr = 8;
   fa.compare_add = 5;
@@ -2378,4 +2381,51 @@ TEST_CASE("ORD-12 soak: random Sends, Writes, Reads, atomics both ways; order an
   p.pump();
   soak_verify(A);
   soak_verify(B);
+}
+
+TEST_CASE("HX-030 a corrupted FPDU whose garbled header also looks invalid is a CRC error "
+          "(MPA-004)",
+          "[qp]") {
+  Hostile h;
+  h.arm();
+  Bytes f;
+  SECTION("STag bit flipped in a Write") {
+    f = h.d.frame(ulpdu(tagged(Opcode::RdmaWrite, h.w.stag, h.w.to(0)), {}, pattern(16)));
+    f[2 + 2] ^= std::byte{0x80};
+  }
+  SECTION("opcode bit flipped in a Send") {
+    f = h.d.frame(ulpdu(untagged(Opcode::Send, 1), {}, pattern(16)));
+    f[2 + 1] ^= std::byte{0x08};
+  }
+  SECTION("ULPDU_Length cut to 10") {
+    f = h.d.frame(ulpdu(untagged(Opcode::Send, 1), {}, pattern(16)));
+    f[1] = std::byte{10};
+    f.resize(2 + 10 + 0 + 4);
+  }
+  h.d.feed_raw(f);
+  CHECK(all_zero(h.w.data));
+  auto segs = h.d.segs(h.d.drain());
+  REQUIRE(segs.size() == 1);
+  CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(term::mpa_crc_error, 0, 0, 0, {})));
+  h.expect_flushed();
+}
+
+TEST_CASE("RDMAP-041 receive buffer with a bad lkey: that WR fails, Terminate L1/E0 (local)",
+          "[qp]") {
+  Hostile h;
+  const bool access_only = GENERATE(false, true);
+  Sge bad = access_only ? h.ro.sge(0, 64)  // exists, but no local write
+                        : Sge{h.rbuf.base, 64, 0x00fff000};
+  REQUIRE(h.qp().post_recv(recv_wr(100, {bad})) == PostError::None);
+  h.armed_recv = false;
+  h.d.feed(ulpdu(untagged(Opcode::Send, 1), {}, pattern(8)));
+  CHECK(all_zero(h.ro.data));
+  CHECK(h.qp().state() == QpState::Terminate);
+  auto segs = h.d.segs(h.d.drain());
+  REQUIRE(segs.size() == 1);
+  CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(term::ddp_local_catastrophic, 0, 0, 0, {})));
+  auto cq = drain_cq(h.qp());
+  REQUIRE(cq.size() == 1);
+  check_completion(cq[0], 100, access_only ? WcStatus::LocalAccess : WcStatus::LocalProtection,
+                   WcOpcode::Recv, 0, true);
 }

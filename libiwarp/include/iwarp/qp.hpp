@@ -299,6 +299,7 @@ class Qp final : private UlpduSink {
     std::string message;
     bool with_header;
     bool with_rdma_header;
+    bool malformed_terminate = false;  // the peer's Terminate is bad: surface, never answer
   };
 
   // qp_tx.cpp
@@ -314,6 +315,7 @@ class Qp final : private UlpduSink {
   MutBytes ulpdu_dest(std::size_t offset, std::size_t max) override;
   std::optional<TermCode> ulpdu_landed(std::size_t offset, std::size_t n) override;
   void ulpdu_end(std::optional<TermCode> error) override;
+  std::optional<TermCode> header_landed(std::size_t offset, std::size_t n);
   std::optional<TermCode> on_header();
   std::optional<TermCode> check_tagged();
   std::optional<TermCode> check_untagged();
@@ -322,7 +324,8 @@ class Qp final : private UlpduSink {
   std::optional<TermCode> deliver_read_request();
   std::optional<TermCode> deliver_atomic_request();
   void deliver_terminate();
-  std::optional<TermCode> malformed_terminate(std::string message);
+  void malformed_terminate(std::string message);
+  std::optional<TermCode> reject_terminate(std::string message);
   RqEntry* rq_entry(std::uint32_t k);
   static MutBytes span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max);
   std::optional<TermCode> reject(TermCode code, std::string message, bool with_header = true,
@@ -376,6 +379,7 @@ class Qp final : private UlpduSink {
   RqEntry* rx_wqe_ = nullptr;    // untagged Send: the buffer
   Outstanding* rx_read_ = nullptr;
   bool rx_stopped_ = false;      // after an error or a Terminate: drop everything
+  bool rx_rejected_ = false;     // this segment failed validation: reported at its end
   bool rtr_swallow_ = false;     // the current message is the hidden Send RTR
   std::size_t rx_rdmap_hdr_ = 0;
   std::optional<PendingTerm> pending_term_;
