@@ -412,7 +412,9 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
         }
         break;
       case IBV_QPS_SQD:
-        // Graceful close (rdma_disconnect): send what is queued, then FIN.
+        // Graceful close (rdma_disconnect): send what is queued, then FIN. A QP the
+        // peer already closed (ERR) stays in ERR: the close has happened.
+        if (from == IBV_QPS_ERR || from == IBV_QPS_SQD) return 0;
         if (!qp->engine || from != IBV_QPS_RTS) return EINVAL;
         qp->engine->close();
         qp->push_tx();

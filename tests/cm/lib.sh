@@ -1,0 +1,34 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# Helpers for the connection tests: stock rdma-core binaries over uiwarp-run, each test with
+# its own state directory (so its own uiwarpd), stopped at the end.
+source "$(dirname "${BASH_SOURCE[0]}")/../integration/lib.sh"
+RUN=${UIWARP_RUN:?UIWARP_RUN must name uiwarp-run}
+export UIWARP_STATE_DIR="$T/state"
+mkdir -m 700 -p "$UIWARP_STATE_DIR"
+# A free TCP port on loopback for this test.
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+stop_daemons() { pkill -f "uiwarpd --socket $UIWARP_STATE_DIR" 2>/dev/null || true; }
+trap 'stop_daemons; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+# run_pair NAME SERVER_CMD... -- CLIENT_CMD...: server in the background, client after it
+# listens; both must exit 0. Output in $T/NAME.server and $T/NAME.client.
+run_pair() {
+  local name=$1
+  shift
+  local server=() client=()
+  while [[ $1 != -- ]]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  timeout 120 "$RUN" "${server[@]}" >"$T/$name.server" 2>&1 &
+  local spid=$!
+  sleep 1
+  timeout 100 "$RUN" "${client[@]}" >"$T/$name.client" 2>&1
+  local crc=$?
+  wait $spid
+  local src=$?
+  if ((crc == 0 && src == 0)); then
+    ok "$name"
+  else
+    bad "$name (server exit $src, client exit $crc)"
+    tail -n 5 "$T/$name.server" "$T/$name.client"
+  fi
+}
