@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# Stock ibv_devices / ibv_devinfo -v list uiwarp0 as iWARP with an ACTIVE port and a GID, also
+# as an unprivileged user; ibv_rc_pingpong (IB-style INIT->RTR->RTS) fails with a clear message.
+source "$(dirname "$0")/../integration/lib.sh"
+RUN=${UIWARP_RUN:?}
+export UIWARP_STATE_DIR="$T/state"
+mkdir -m 700 -p "$UIWARP_STATE_DIR"
+trap 'pkill -f "uiwarpd --socket $UIWARP_STATE_DIR" 2>/dev/null; rm -rf "$T"' EXIT
+out=$("$RUN" ibv_devices 2>&1)
+expect_match "ibv_devices lists uiwarp0" "uiwarp0" "$out"
+out=$("$RUN" ibv_devinfo -v 2>&1)
+expect_match "transport iWARP" "transport:[[:space:]]+iWARP" "$out"
+expect_match "port ACTIVE" "state:[[:space:]]+PORT_ACTIVE" "$out"
+expect_match "link layer Ethernet" "link_layer:[[:space:]]+Ethernet" "$out"
+expect_match "a GID" "GID\[ *0\]:[[:space:]]+fe80" "$out"
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
+  chmod 755 "$T"
+  out=$(UIWARP_STATE_DIR= XDG_RUNTIME_DIR= setpriv --reuid=65534 --regid=65534 --clear-groups \
+    env HOME=/ "$RUN" ibv_devinfo 2>&1)
+  expect_match "ibv_devinfo as uid 65534" "transport:[[:space:]]+iWARP" "$out"
+fi
+# ibv_rc_pingpong: server and client on loopback; they exchange addresses over TCP, then the
+# INIT->RTR move with IB address attributes must fail with an explanation, not hang or crash.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+timeout 20 "$RUN" ibv_rc_pingpong -p "$port" >"$T/pp.server" 2>&1 &
+sleep 1
+timeout 20 "$RUN" ibv_rc_pingpong -p "$port" 127.0.0.1 >"$T/pp.client" 2>&1
+rc=$?
+wait
+check "ibv_rc_pingpong fails (not a hang: exit $rc)" test "$rc" -ne 0 -a "$rc" -ne 124 -a "$rc" -lt 128
+expect_match "ibv_rc_pingpong says why" "connected by the RDMA CM" "$(cat "$T/pp.server" "$T/pp.client")"
+finish
