@@ -27,6 +27,13 @@ std::uint32_t crc32c_update(std::uint32_t state, ConstBytes data) {
   while (n > 0) {
     int chunk = n > INT_MAX ? INT_MAX : static_cast<int>(n);
     state = crc32_iscsi(p, chunk, state);
+#if defined(__x86_64__)
+    // ISA-L's AVX-512 kernel returns without vzeroupper; the SSE code that follows
+    // would pay the AVX/SSE transition penalty on every call (measured: framing a
+    // 4 KiB FPDU 516 ns -> 182 ns with this).
+    static const bool avx = __builtin_cpu_supports("avx");
+    if (avx) asm volatile("vzeroupper" ::: "memory");
+#endif
     p += chunk;
     n -= static_cast<std::size_t>(chunk);
   }

@@ -79,7 +79,8 @@ struct Context {
   ~Context();
 
   static Context* of(ibv_context* c) {
-    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(Context, vctx) -
+    // vctx is Context's first member, so only ibv_context's offset in it counts.
+    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
                                       offsetof(verbs_context, context));
   }
   // Queues an async event (IBV_EVENT_*) for ibv_get_async_event.

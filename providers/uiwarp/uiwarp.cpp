@@ -73,7 +73,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
   // construct the C++ members around it.
   auto* raw = static_cast<Context*>(_verbs_init_and_alloc_context(
       ibdev, cmd_fd, sizeof(Context),
-      reinterpret_cast<verbs_context*>(offsetof(Context, vctx)), RDMA_DRIVER_UNKNOWN));
+      nullptr /* vctx is Context's first member: offset 0 */, RDMA_DRIVER_UNKNOWN));
   if (!raw) return nullptr;
   verbs_context saved = raw->vctx;
   Context* ctx = new (raw) Context;

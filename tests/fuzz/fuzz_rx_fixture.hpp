@@ -159,7 +159,7 @@ public:
   SendWr extra_send(std::size_t i) const {
     SendWr w;
     w.wr_id = 300 + i;
-    switch (i % 3) {
+    switch (i % 4) {
     case 0:
       w.opcode = WrOpcode::Send;
       w.sgl = {sge(kLocalSource, 64 * i, 64)};
@@ -170,10 +170,14 @@ public:
       w.remote_stag = kPeerStag;
       w.remote_addr = 0x9000;
       break;
-    default:
+    case 2:
       w.opcode = WrOpcode::Send;
       w.is_inline = true;
       w.inline_data.assign(1 + i, std::byte{0xa5});
+      break;
+    default: // a deregistered lkey: local protection error, then Terminate
+      w.opcode = WrOpcode::Send;
+      w.sgl = {sge(kRemoved, 0, 16)};
       break;
     }
     return w;

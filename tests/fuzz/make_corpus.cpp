@@ -3,8 +3,11 @@
 // Writes the seed corpora of the fuzz targets: valid FPDU streams for fuzz_rx
 // (built with FpduTx against the STags of fuzz_rx_fixture.hpp) and valid MPA
 // Request/Reply frames for fuzz_mpa_startup. The build runs it, so the seeds
-// always match the fixture; tests/fuzz/corpus/ holds a copy for running a
-// fuzzer by hand (regenerate it with `make_corpus tests/fuzz/corpus`).
+// always match the fixture; tests/fuzz/corpus/ holds a copy of them (for
+// running a fuzzer by hand; regenerate with `make_corpus tests/fuzz/corpus`),
+// plus regression inputs (regress-*) and a libFuzzer-minimised set of inputs
+// found by fuzzing (named by their SHA-1), which gives the 30-s ctest runs a
+// head start.
 //
 //   make_corpus OUTDIR      writes OUTDIR/rx/* and OUTDIR/mpa/*
 #include "fuzz_mpa_startup.hpp"
