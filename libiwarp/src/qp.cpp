@@ -115,7 +115,10 @@ PostError Qp::post_send(SendWr wr) {
 PostError Qp::post_recv(RecvWr wr) {
   if (srq_ || wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
   if (rq_.size() >= cfg_.rq_depth) return PostError::QueueFull;
-  if (state_ == QpState::Error || state_ == QpState::Terminate || state_ == QpState::Closed) {
+  // Closed still receives until the peer's FIN (which flushes rq_), so only then
+  // do new buffers complete at once; completions stay in posting order.
+  if (state_ == QpState::Error || state_ == QpState::Terminate ||
+      (state_ == QpState::Closed && peer_closed_)) {
     push_completion(Completion::make(wr.wr_id, WcStatus::Flushed, WcOpcode::Recv, 0, true));
     return PostError::None;
   }
@@ -185,10 +188,15 @@ void Qp::enter_error(std::optional<WcStatus> first_status) {
   rx_stopped_ = true;
   // A frame already partly written must be finished (stream integrity); the
   // rest of the queued frames are dropped along with their work requests.
+  std::size_t dropped = 0;
   while (frames_.size() > 1 || (frames_.size() == 1 && frames_.front().untouched())) {
     if (frames_.back().is_terminate) break;
+    dropped += frames_.back().frame.size();
     frames_.pop_back();
   }
+  // Dropped frames were the tail of the stream: the next frame (the Terminate)
+  // takes their place, so marker positions must not count them (RFC 5044 §4.3).
+  tx_.rewind(dropped);
   for (QueuedFrame& f : frames_) {
     f.completes = nullptr;
     if (!f.is_terminate && f.owned.empty() && f.frame.remaining() > 0) {

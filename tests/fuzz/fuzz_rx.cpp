@@ -40,12 +40,12 @@ namespace {
 // Known issue (reported): post_recv in state Closed completes the new WR at once
 // (Flushed) while the WRs posted before it stay queued and complete later, so
 // receive completions leave posting order. Set to true once that is fixed.
-constexpr bool kPostRecvAfterClose = false;
+constexpr bool kPostRecvAfterClose = true;
 // Known issue (reported): with markers_tx, the frames an error drops unsent are
 // not taken back out of FpduTx's stream offset, so the Terminate's markers land
 // at the wrong octets. Until fixed, transmitted octets are checked only up to
 // the error when markers_tx is on. Set to true once that is fixed.
-constexpr bool kCheckTxMarkersAfterError = false;
+constexpr bool kCheckTxMarkersAfterError = true;
 
 // Deframes what the QP transmits, as the peer would, and checks each ULPDU.
 class TxChecker final : public UlpduSink {

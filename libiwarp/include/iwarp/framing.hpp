@@ -76,6 +76,9 @@ class FpduTx {
   // Convenience: frame and return the octets.
   std::vector<std::byte> frame_bytes(ConstBytes header, std::span<const ConstBytes> payload = {});
 
+  // Forgets the last `octets` of the stream: frames built but never written,
+  // which a Terminate replaces (they must be the tail of what was framed).
+  void rewind(std::size_t octets) { pos_ -= octets; }
   // Octets of stream produced so far (markers included), for marker placement.
   std::uint64_t stream_offset() const { return pos_; }
   bool crc() const { return crc_; }
