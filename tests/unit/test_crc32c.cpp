@@ -3,6 +3,7 @@
 // CRC32c as MPA uses it (RFC 5044 §4.4, requirements MPA-026 and Appendix A):
 // the two RFC 5044 FPDU vectors through the ISA-L path and the portable path,
 // incremental updates over arbitrary splits, and ISA-L == portable on random data.
+#include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,26 +21,8 @@ using namespace iwarp;
 
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-Bytes hx(std::string_view s) {
-  Bytes out;
-  int hi = -1;
-  for (char c : s) {
-    int v = (c >= '0' && c <= '9')   ? c - '0'
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                     : -1;
-    if (v < 0) continue;
-    if (hi < 0) {
-      hi = v;
-    } else {
-      out.push_back(std::byte(hi << 4 | v));
-      hi = -1;
-    }
-  }
-  return out;
-}
+using test::Bytes;
+using test::hx;
 
 Bytes zeros(std::size_t n) { return Bytes(n, std::byte{0}); }
 

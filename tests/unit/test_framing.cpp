@@ -5,6 +5,7 @@
 // every segmentation, marker placement and CRC coverage (MPA-027, MPA-033..037,
 // MC-08..MC-10), the Full Operation hostile inputs HX-030..HX-036, and the
 // TxFrame gather list under partial writes.
+#include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 #include "iwarp/framing.hpp"
 
@@ -22,26 +23,8 @@ using namespace iwarp;
 
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-Bytes hx(std::string_view s) {
-  Bytes out;
-  int hi = -1;
-  for (char c : s) {
-    int v = (c >= '0' && c <= '9')   ? c - '0'
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                     : -1;
-    if (v < 0) continue;
-    if (hi < 0) {
-      hi = v;
-    } else {
-      out.push_back(std::byte(hi << 4 | v));
-      hi = -1;
-    }
-  }
-  return out;
-}
+using test::Bytes;
+using test::hx;
 
 std::string hex(ConstBytes b) {
   static constexpr char kHex[] = "0123456789abcdef";

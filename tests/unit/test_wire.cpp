@@ -3,6 +3,7 @@
 // Wire formats (requirements §1): exact octet layouts and encode/decode round
 // trips of every header libiwarp/wire.hpp defines, the opcode table, the
 // Terminate code numbering and the MULPDU formula of RFC 5044 §4.5.
+#include "hex.hpp"
 #include "iwarp/wire.hpp"
 
 #include <algorithm>
@@ -19,28 +20,8 @@ using namespace iwarp;
 
 namespace {
 
-using Bytes = std::vector<std::byte>;
-
-// "00 2a 41 43" -> octets; anything that is not a hex digit separates.
-Bytes hx(std::string_view s) {
-  Bytes out;
-  int hi = -1;
-  for (char c : s) {
-    int v = (c >= '0' && c <= '9')   ? c - '0'
-            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                     : -1;
-    if (v < 0) continue;
-    if (hi < 0) {
-      hi = v;
-    } else {
-      out.push_back(std::byte(hi << 4 | v));
-      hi = -1;
-    }
-  }
-  REQUIRE(hi < 0);
-  return out;
-}
+using test::Bytes;
+using test::hx;
 
 Bytes text(std::string_view s) {
   Bytes b;
