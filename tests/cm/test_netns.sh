@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# Two test hosts: network namespaces joined by a veth pair, each with its own uiwarp device
+# (uiwarp link add) and its own uiwarpd. Stock rping and perftest across them; then one side is
+# killed (kill -9) mid-transfer: the other side's work requests flush, its CM sees
+# DISCONNECTED, and its uiwarpd keeps serving.
+source "$(dirname "$0")/lib.sh"
+if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null; then
+  echo "skipped: needs root and iproute2 for network namespaces"
+  exit 77
+fi
+UIWARP=${UIWARP_CLI:?UIWARP_CLI must name the uiwarp CLI}
+A=uwa$$ B=uwb$$
+cleanup() {
+  ip netns pids "$A" 2>/dev/null | xargs -r kill -9
+  ip netns pids "$B" 2>/dev/null | xargs -r kill -9
+  ip netns del "$A" 2>/dev/null
+  ip netns del "$B" 2>/dev/null
+  rm -rf "$T"
+}
+trap cleanup EXIT
+ip netns add "$A" && ip netns add "$B"
+ip link add "va$$" type veth peer name "vb$$"
+ip link set "va$$" netns "$A" && ip link set "vb$$" netns "$B"
+ip -n "$A" addr add 10.231.7.1/24 dev "va$$" && ip -n "$B" addr add 10.231.7.2/24 dev "vb$$"
+for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
+ip -n "$A" link set "va$$" up && ip -n "$B" link set "vb$$" up
+ip netns exec "$A" "$UIWARP" link add uiwarp1 netdev "va$$" >/dev/null
+ip netns exec "$B" "$UIWARP" link add uiwarp1 netdev "vb$$" >/dev/null
+SRV=10.231.7.2
+# pair NAME SERVER_ARGS... -- CLIENT_ARGS...: server in B, client in A.
+pair() {
+  local name=$1
+  shift
+  local s=() c=()
+  while [[ $1 != -- ]]; do s+=("$1"); shift; done
+  shift
+  c=("$@")
+  timeout 120 ip netns exec "$B" "$RUN" "${s[@]}" >"$T/$name.server" 2>&1 &
+  local spid=$!
+  sleep 1
+  timeout 100 ip netns exec "$A" "$RUN" "${c[@]}" >"$T/$name.client" 2>&1
+  local crc=$?
+  wait $spid
+  local src=$?
+  if ((crc == 0 && src == 0)); then ok "$name across namespaces"; else
+    bad "$name across namespaces (server $src, client $crc)"
+    tail -n 5 "$T/$name.server" "$T/$name.client"
+  fi
+}
+pair rping rping -s -a $SRV -p 7001 -C 1000 -S 65535 -v -- rping -c -a $SRV -p 7001 -C 1000 -S 65535 -v
+expect_eq "rping verified 1000 pings across namespaces" 1000 "$(grep -c '^ping data' "$T/rping.client")"
+for t in ib_write_bw ib_read_bw ib_send_bw; do
+  pair "$t" "$t" -R -p 7002 -n 500 -- "$t" -R -p 7002 -n 500 $SRV
+done
+
+# kill -9 of the client mid-transfer. (The flushing of outstanding work requests is checked
+# byte for byte in the unit tests, HX-038; rping itself only reports the disconnect.)
+bino=$(ip netns exec "$B" stat -L -c %i /proc/self/ns/net)
+dpid() { pgrep -f "uiwarpd --socket $UIWARP_STATE_DIR/netns-$bino/" | head -n 1; }
+before=$(dpid)
+timeout 60 ip netns exec "$B" "$RUN" rping -s -a $SRV -p 7003 -C 100000 -S 65535 -v >"$T/kill.server" 2>&1 &
+spid=$!
+sleep 1
+ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7003 -C 100000 -S 65535 >"$T/kill.client" 2>&1 &
+cpid=$!
+sleep 2
+kill -9 $cpid
+wait $spid
+src=$?
+check "the server exits on its own after the client is killed (exit $src)" test "$src" -ne 124
+check "the server's CM saw DISCONNECTED" grep -q "DISCONNECT EVENT" "$T/kill.server"
+# The same uiwarpd serves a new connection.
+pair rping-after-kill rping -s -a $SRV -p 7004 -C 10 -v -- rping -c -a $SRV -p 7004 -C 10 -v
+check "uiwarpd in the surviving namespace is still the same process" test -n "$before" -a "$(dpid)" = "$before"
+finish
