@@ -14,7 +14,12 @@ namespace uiwarp::cm {
 inline constexpr const char* kDefaultConfigFile = "/etc/uiwarp/uiwarpd.conf";
 
 struct Config {
-  iwarp::MpaPolicy mpa;  // defaults: MPA rev 2, CRC on, markers off, no P2P
+  // Defaults: MPA rev 2, CRC on, markers off, and peer-to-peer mode (RFC 6581 RTR):
+  // without it the responder may not send before the initiator's first message
+  // (RFC 5044 §7.1.2 r4), which deadlocks applications whose passive side sends
+  // first (ib_write_lat). Hardware RNICs default to it too (cxgb4's peer2peer=1).
+  Config() { mpa.p2p = true; }
+  iwarp::MpaPolicy mpa;
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
