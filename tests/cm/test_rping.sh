@@ -10,4 +10,8 @@ expect_eq "rping server verified 1000 pings" 1000 "$(grep -c '^server ping data'
 p=$(free_port)
 run_pair rping-small rping -s -a 127.0.0.1 -p "$p" -C 200 -v -- rping -c -a 127.0.0.1 -p "$p" -C 200 -v
 expect_eq "rping client verified 200 small pings" 200 "$(grep -c '^ping data' "$T/rping-small.client")"
+# ucmatose (rdmacm-utils): connections, Sends and disconnects through the RDMA CM.
+p=$(free_port)
+run_pair ucmatose ucmatose -p "$p" -- ucmatose -s 127.0.0.1 -p "$p"
+check "ucmatose client: test complete" grep -q "test complete" "$T/ucmatose.client"
 finish
