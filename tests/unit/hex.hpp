@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// Octets written as hex in tests: hx("00 2a 41 43").
+// Octets written as hex in tests: hx("00 2a 41 43"), and back: hex().
 #pragma once
 
 #include <catch2/catch.hpp>
 #include <cstddef>
+#include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +33,19 @@ inline Bytes hx(std::string_view s) {
   }
   REQUIRE(hi < 0);  // an odd number of digits is a typo in the test
   return out;
+}
+
+// Octets as lower-case hex, `sep` between them: hex(b) "002a4143", hex(b, " ") "00 2a 41 43".
+inline std::string hex(std::span<const std::byte> b, std::string_view sep = "") {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string s;
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    unsigned v = std::to_integer<unsigned>(b[i]);
+    if (i) s += sep;
+    s += kHex[v >> 4];
+    s += kHex[v & 0xf];
+  }
+  return s;
 }
 
 }  // namespace iwarp::test

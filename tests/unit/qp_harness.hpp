@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "hex.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/qp.hpp"
@@ -51,16 +52,7 @@ inline bool all_zero(const Bytes& b) {
   return true;
 }
 
-inline std::string hex(ConstBytes b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    unsigned v = std::to_integer<unsigned>(x);
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
+using iwarp::test::hex;
 
 // ---- registered memory ---------------------------------------------------------
 

@@ -26,17 +26,7 @@ namespace {
 using test::Bytes;
 using test::hx;
 
-std::string hex(ConstBytes b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    unsigned v = std::to_integer<unsigned>(b[i]);
-    if (i) s += ' ';
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
+std::string hex(ConstBytes b) { return test::hex(b, " "); }
 
 Bytes random_bytes(std::mt19937& rng, std::size_t n) {
   Bytes b(n);

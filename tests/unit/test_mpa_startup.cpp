@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 #include "iwarp/mpa_startup.hpp"
 
@@ -44,16 +45,7 @@ Bytes operator+(Bytes a, const Bytes& b) {
   return a;
 }
 
-std::string hex(ConstBytes b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::byte x : b) {
-    unsigned v = std::to_integer<unsigned>(x);
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
+using test::hex;
 
 unsigned octet(const Bytes& b, std::size_t i) { return std::to_integer<unsigned>(b.at(i)); }
 std::uint16_t word(const Bytes& b, std::size_t i) { return load_be16(b.data() + i); }

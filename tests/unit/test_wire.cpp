@@ -30,17 +30,7 @@ Bytes text(std::string_view s) {
   return b;
 }
 
-std::string hex(ConstBytes b) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < b.size(); ++i) {
-    unsigned v = std::to_integer<unsigned>(b[i]);
-    if (i) s += ' ';
-    s += kHex[v >> 4];
-    s += kHex[v & 0xf];
-  }
-  return s;
-}
+std::string hex(ConstBytes b) { return test::hex(b, " "); }
 
 unsigned octet(const Bytes& b, std::size_t i) { return std::to_integer<unsigned>(b.at(i)); }
 
