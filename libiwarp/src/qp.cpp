@@ -24,6 +24,17 @@ std::string_view wc_status_name(WcStatus s) {
   return "?";
 }
 
+WcOpcode completion_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::RdmaWrite:
+    case WrOpcode::RdmaWriteImmediate: return WcOpcode::RdmaWrite;
+    case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
+    case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
+    case WrOpcode::AtomicCompareSwap: return WcOpcode::CompareSwap;
+    default: return WcOpcode::Send;
+  }
+}
+
 std::string_view qp_state_name(QpState s) {
   switch (s) {
     case QpState::Rts: return "RTS";
@@ -142,16 +153,8 @@ void Qp::complete_sq() {
   while (!sq_.empty() && sq_.front().done) {
     SqEntry& e = sq_.front();
     if (e.wr.signaled || e.status != WcStatus::Success) {
-      WcOpcode op = WcOpcode::Send;
-      switch (e.wr.opcode) {
-        case WrOpcode::RdmaWrite:
-        case WrOpcode::RdmaWriteImmediate: op = WcOpcode::RdmaWrite; break;
-        case WrOpcode::RdmaRead: op = WcOpcode::RdmaRead; break;
-        case WrOpcode::AtomicFetchAdd: op = WcOpcode::FetchAdd; break;
-        case WrOpcode::AtomicCompareSwap: op = WcOpcode::CompareSwap; break;
-        default: break;
-      }
-      push_completion(Completion::make(e.wr.wr_id, e.status, op, e.byte_len, false));
+      push_completion(Completion::make(e.wr.wr_id, e.status, completion_opcode(e.wr.opcode),
+                                       e.byte_len, false));
     }
     sq_.pop_front();
     if (sq_next_ > 0) --sq_next_;

@@ -108,11 +108,7 @@ int submit_send(Qp* qp, iwarp::SendWr&& wr) {
     // In ERR with no connection: complete at once with a flush error.
     if (qp->state != IBV_QPS_ERR) return EINVAL;
     iwarp::Completion c = iwarp::Completion::make(
-        wr.wr_id, iwarp::WcStatus::Flushed,
-        wr.opcode == iwarp::WrOpcode::RdmaRead ? iwarp::WcOpcode::RdmaRead
-        : wr.opcode == iwarp::WrOpcode::RdmaWrite ? iwarp::WcOpcode::RdmaWrite
-                                                  : iwarp::WcOpcode::Send,
-        0, false);
+        wr.wr_id, iwarp::WcStatus::Flushed, iwarp::completion_opcode(wr.opcode), 0, false);
     Cq::of(qp->vqp.qp.send_cq)->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
     return 0;
   }

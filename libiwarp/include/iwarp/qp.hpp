@@ -93,6 +93,9 @@ enum class WcOpcode : std::uint8_t {
   Recv,
 };
 
+// The completion opcode a send-queue work request reports.
+WcOpcode completion_opcode(WrOpcode op);
+
 struct Completion {
   std::uint64_t wr_id = 0;
   WcStatus status = WcStatus::Success;
