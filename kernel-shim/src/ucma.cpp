@@ -813,9 +813,14 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     case RDMA_USER_CM_CMD_MIGRATE_ID: {
       rdma_ucm_migrate_id c;
       if (!read_cmd(in, n, &c)) return EINVAL;
+      // Written to the new channel; c.fd names the id's current one (kernel ucma_migrate_id).
       Id* id = find(c.id);
-      int to = static_cast<int>(c.fd);
-      if (!id || !channels_.count(to)) return EINVAL;
+      int to = fd;
+      if (!id || id->channel != static_cast<int>(c.fd) || !channels_.count(to)) return EINVAL;
+      if (to == id->channel) {
+        respond(c.response, rdma_ucm_migrate_resp{id->events_reported});
+        return 0;
+      }
       // Queued events move with the id.
       auto& from_q = channels_[id->channel].q;
       for (auto it = from_q.begin(); it != from_q.end();) {

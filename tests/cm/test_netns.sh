@@ -50,6 +50,10 @@ pair() {
 }
 pair rping rping -s -a $SRV -p 7001 -C 1000 -S 65535 -v -- rping -c -a $SRV -p 7001 -C 1000 -S 65535 -v
 expect_eq "rping verified 1000 pings across namespaces" 1000 "$(grep -c '^ping data' "$T/rping.client")"
+pair rdma_server rdma_server -p 7005 -- rdma_client -s $SRV -p 7005
+check "rdma_client: end 0 across namespaces" grep -q "rdma_client: end 0" "$T/rdma_server.client"
+pair ucmatose ucmatose -p 7006 -- ucmatose -s $SRV -p 7006
+check "ucmatose: test complete across namespaces" grep -q "test complete" "$T/ucmatose.client"
 for t in ib_write_bw ib_read_bw ib_send_bw; do
   pair "$t" "$t" -R -p 7002 -n 500 -- "$t" -R -p 7002 -n 500 $SRV
 done

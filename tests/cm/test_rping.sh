@@ -14,4 +14,10 @@ expect_eq "rping client verified 200 small pings" 200 "$(grep -c '^ping data' "$
 p=$(free_port)
 run_pair ucmatose ucmatose -p "$p" -- ucmatose -s 127.0.0.1 -p "$p"
 check "ucmatose client: test complete" grep -q "test complete" "$T/ucmatose.client"
+# rdma_server/rdma_client (rdmacm-utils): the synchronous RDMA CM (rdma_create_ep,
+# rdma_get_request, which moves each new id to a channel of its own with MIGRATE_ID).
+p=$(free_port)
+run_pair rdma_server rdma_server -p "$p" -- rdma_client -s 127.0.0.1 -p "$p"
+check "rdma_client: end 0" grep -q "rdma_client: end 0" "$T/rdma_server.client"
+check "rdma_server: end 0" grep -q "rdma_server: end 0" "$T/rdma_server.server"
 finish
