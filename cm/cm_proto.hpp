@@ -35,6 +35,11 @@ enum class MsgType : std::uint16_t {
   Accept,
   AcceptReply,
   Reject,
+  Resolve,       // shim -> daemon: route to `dst`; the reply's `src` is the source address
+  ResolveReply,
+  Status,        // CLI -> daemon: id 0 = everything, 1 = connections only
+  StatusLine,    // daemon -> CLI: one line of the report in `reason`
+  StatusEnd,
 };
 
 // What MPA negotiated, as the provider needs it (see provider_api.h).

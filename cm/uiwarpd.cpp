@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
+#include <deque>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -31,6 +32,7 @@
 
 #include "cm_proto.hpp"
 #include "iwarp/mpa_startup.hpp"
+#include "netmon.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarpd_config.hpp"
 
@@ -63,7 +65,7 @@ class Fd {
 };
 
 // epoll data: what an fd is, and the fd.
-enum class Kind : std::uint32_t { Unix = 1, Client, Listener, Session };
+enum class Kind : std::uint32_t { Unix = 1, Client, Listener, Session, Netlink };
 std::uint64_t tag(Kind k, int fd) { return (std::uint64_t(k) << 32) | std::uint32_t(fd); }
 
 struct Listener {
@@ -86,6 +88,45 @@ struct Session {
   Clock::time_point deadline;
   sockaddr_storage local{}, peer{};
 };
+
+// An application connected to us (SO_PEERCRED).
+struct Client {
+  uid_t uid = 0;
+  pid_t pid = 0;
+};
+
+// A connection handed to an application: kept for `uiwarp conn show` while its owner is
+// connected to us and the kernel still has the TCP connection.
+struct Handed {
+  int client = -1;
+  pid_t pid = 0;
+  sockaddr_storage local{}, peer{};
+  ConnParams params;
+  Clock::time_point since;
+};
+
+struct Counters {
+  std::uint64_t connects = 0, connected = 0, connect_failed = 0, rejected_by_peer = 0;
+  std::uint64_t requests = 0, accepted = 0, rejected = 0;
+  std::uint64_t mpa_errors = 0, timeouts = 0, refused_clients = 0, link_events = 0;
+};
+
+std::string process_name(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name.empty() ? "?" : name;
+}
+
+std::string describe(const ConnParams& p) {
+  static const char* const rtr[] = {"send", "write", "read"};
+  std::string s = std::string(p.version ? "IETF" : "RDMAC") +
+                  " crc " + (p.crc ? "on" : "off") + " markers " + (p.markers_tx ? "tx" : "-") +
+                  "/" + (p.markers_rx ? "rx" : "-") + " p2p ";
+  // The initiator sends the RTR (RFC 6581 §7.1); the responder only waits for it.
+  s += p.rtr < 0 ? "off" : !p.initiator ? "on" : p.rtr < 3 ? std::string("rtr ") + rtr[p.rtr] : "on";
+  return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord);
+}
 
 ConnParams params_of(const iwarp::MpaResult& r, iwarp::MpaRole role) {
   ConnParams p;
@@ -115,9 +156,14 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
 
 class Daemon {
  public:
-  Daemon(Config cfg, Fd unix_fd) : cfg_(std::move(cfg)), unix_(std::move(unix_fd)) {
+  Daemon(Config cfg, Fd unix_fd, std::string socket_path)
+      : cfg_(std::move(cfg)), unix_(std::move(unix_fd)), socket_path_(std::move(socket_path)) {
     ep_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     watch(unix_.get(), Kind::Unix, EPOLLIN);
+    if (net_.ok())
+      watch(net_.fd(), Kind::Netlink, EPOLLIN);
+    else
+      log(net_.error());
   }
 
   int run() {
@@ -132,6 +178,7 @@ class Daemon {
           case Kind::Client: client_ready(fd); break;
           case Kind::Listener: accept_tcp(fd); break;
           case Kind::Session: session_ready(fd, evs[i].events); break;
+          case Kind::Netlink: net_changed(); break;
         }
       }
       expire();
@@ -167,10 +214,12 @@ class Daemon {
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
         (cred.uid != ::geteuid() && cred.uid != 0)) {
       log("refused a client of uid " + std::to_string(cred.uid));
+      ++counters_.refused_clients;
       return;
     }
     watch(c.get(), Kind::Client, EPOLLIN);
-    clients_.insert(c.release());
+    clients_[c.get()] = Client{cred.uid, cred.pid};
+    c.release();
   }
 
   void drop_client(int c) {
@@ -179,6 +228,7 @@ class Daemon {
       it = it->second.client == c ? listeners_.erase(it) : std::next(it);
     for (auto it = sessions_.begin(); it != sessions_.end();)
       it = it->second.client == c ? sessions_.erase(it) : std::next(it);
+    std::erase_if(handed_, [c](const Handed& h) { return h.client == c; });
     clients_.erase(c);
     ::close(c);
   }
@@ -199,6 +249,8 @@ class Daemon {
       case MsgType::Connect: connect(c, *m); break;
       case MsgType::Accept: accept(c, *m); break;
       case MsgType::Reject: reject(c, *m); break;
+      case MsgType::Resolve: resolve(c, *m); break;
+      case MsgType::Status: status(c, m->id == 1); break;
       default: log("unexpected message " + std::to_string(int(m->type))); break;
     }
   }
@@ -240,6 +292,7 @@ class Daemon {
       socklen_t len = sizeof peer;
       Fd s(::accept4(lfd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (s.get() < 0) return;
+      ++counters_.requests;
       Session ss;
       ss.client = it->second.client;
       ss.id = it->second.id;
@@ -288,12 +341,14 @@ class Daemon {
     r.params = params_of(s->mpa->result(), iwarp::MpaRole::Responder);
     r.src = s->local;
     r.dst = s->peer;
+    ++counters_.accepted;
     hand_over(*s, r);
   }
 
   void reject(int c, const Msg& m) {
     Session* s = by_token(c, m.token);
     if (!s || !s->mpa || s->mpa->state() != iwarp::MpaState::RequestReceived) return;
+    ++counters_.rejected;
     s->mpa->reject(to_bytes(m.private_data));
     flush_output(*s, true);
     close_session(s->fd.get());
@@ -305,6 +360,7 @@ class Daemon {
     Msg r;
     r.type = MsgType::ConnectReply;
     r.id = m.id;
+    ++counters_.connects;
     Fd s(::socket(m.dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     socklen_t alen = m.dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     if (s.get() >= 0 && m.src.ss_family == m.dst.ss_family)
@@ -313,6 +369,7 @@ class Daemon {
         (::connect(s.get(), reinterpret_cast<const sockaddr*>(&m.dst), alen) && errno != EINPROGRESS)) {
       r.status = errno;
       r.reason = "connect to " + addr_string(m.dst) + ": " + std::strerror(errno);
+      ++counters_.connect_failed;
       reply(c, r);
       return;
     }
@@ -333,6 +390,7 @@ class Daemon {
   }
 
   void connect_reply(Session& s, int status, const std::string& reason) {
+    if (status) ++counters_.connect_failed;
     Msg r;
     r.type = MsgType::ConnectReply;
     r.id = s.id;
@@ -371,6 +429,9 @@ class Daemon {
 
   void hand_over(Session& s, Msg& r) {
     int fd = s.fd.get();
+    auto cl = clients_.find(s.client);
+    handed_.push_back(Handed{s.client, cl != clients_.end() ? cl->second.pid : 0, s.local, s.peer,
+                             r.params, Clock::now()});
     ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
     reply(s.client, r, fd);
     sessions_.erase(fd);  // closes our copy; the application has its own
@@ -472,18 +533,118 @@ class Daemon {
         r.dst = s.peer;
         r.private_data = to_u8(s.mpa->result().peer_private_data);
         r.params = params_of(s.mpa->result(), iwarp::MpaRole::Initiator);
+        ++counters_.connected;
         hand_over(s, r);
         return;
       }
       case iwarp::MpaState::Rejected:
+        ++counters_.rejected_by_peer;
         connect_reply(s, ECONNREFUSED, "the peer rejected the connection");
         close_session(s.fd.get());
         return;
       case iwarp::MpaState::Failed:
         log("MPA with " + addr_string(s.peer) + " failed: " + s.mpa->error().message);
+        ++counters_.mpa_errors;
         fail_session(s, ECONNRESET, s.mpa->error().message);
         return;
     }
+  }
+
+  // ---- routes, links, status ----
+
+  void resolve(int c, const Msg& m) {
+    Msg r;
+    r.type = MsgType::ResolveReply;
+    r.id = m.id;
+    std::string err;
+    if (auto route = route_to(m.dst, &err)) {
+      r.src = route->src;
+      r.reason = route->netdev;
+    } else {
+      r.status = ENETUNREACH;
+      r.reason = err;
+    }
+    reply(c, r);
+  }
+
+  void net_changed() {
+    for (auto& line : net_.process()) {
+      log(line);
+      ++counters_.link_events;
+      recent_.push_back(line);
+      if (recent_.size() > 16) recent_.pop_front();
+    }
+  }
+
+  void status(int c, bool connections_only) {
+    std::vector<std::string> out;
+    auto age = [](Clock::time_point t) {
+      return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count()) + "s";
+    };
+    auto owner = [](pid_t pid) { return "pid " + std::to_string(pid) + " (" + process_name(pid) + ")"; };
+    if (!connections_only) {
+      const auto& p = cfg_.mpa;
+      out.push_back("uiwarpd pid " + std::to_string(::getpid()) + ", up " + age(started_) + ", socket " + socket_path_);
+      out.push_back("policy: MPA rev " + std::to_string(p.revision) + ", crc " + (p.crc ? "on" : "off") +
+                    ", markers " + (p.markers ? "on" : "off") + ", p2p " + (p.p2p ? "on" : "off") +
+                    ", ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord) +
+                    ", permissive " + (p.permissive ? "on" : "off") + ", startup timeout " +
+                    std::to_string(p.timeout.count()) + " ms");
+      const auto& k = counters_;
+      out.push_back("counters: connect " + std::to_string(k.connects) + " (established " +
+                    std::to_string(k.connected) + ", failed " + std::to_string(k.connect_failed) +
+                    ", rejected by peer " + std::to_string(k.rejected_by_peer) + "), requests " +
+                    std::to_string(k.requests) + " (accepted " + std::to_string(k.accepted) + ", rejected " +
+                    std::to_string(k.rejected) + "), MPA errors " + std::to_string(k.mpa_errors) +
+                    ", timeouts " + std::to_string(k.timeouts) + ", refused clients " +
+                    std::to_string(k.refused_clients) + ", link events " + std::to_string(k.link_events));
+      out.push_back("clients: " + std::to_string(clients_.size()));
+      out.push_back("listeners: " + std::to_string(listeners_.size()));
+      for (const auto& [fd, l] : listeners_) {
+        auto cl = clients_.find(l.client);
+        out.push_back("  " + addr_string(l.addr) + " " + owner(cl != clients_.end() ? cl->second.pid : 0));
+      }
+    }
+    std::string err;
+    auto tcp = tcp_connections(&err);
+    // Forget connections the kernel no longer has (the application closed them).
+    std::erase_if(handed_, [&](const Handed& h) {
+      auto t = tcp.find({addr_string(h.local), addr_string(h.peer)});
+      return err.empty() && (t == tcp.end() || t->second.state == "time-wait" || t->second.state == "close");
+    });
+    out.push_back("connections: " + std::to_string(handed_.size()) +
+                  (err.empty() ? "" : " (TCP state unknown: " + err + ")"));
+    for (const auto& h : handed_) {
+      std::string line = "  " + addr_string(h.local) + " " + addr_string(h.peer) + " " + owner(h.pid) +
+                         " " + (h.params.initiator ? "active" : "passive") + " " + describe(h.params) +
+                         " age " + age(h.since);
+      if (auto t = tcp.find({addr_string(h.local), addr_string(h.peer)}); t != tcp.end())
+        line += " tcp " + t->second.state + " sendq " + std::to_string(t->second.send_queue) + " recvq " +
+                std::to_string(t->second.recv_queue) + " retrans " + std::to_string(t->second.retransmits) +
+                " rtt " + std::to_string(t->second.rtt_us) + "us";
+      out.push_back(line);
+    }
+    out.push_back("starting (MPA exchange): " + std::to_string(sessions_.size()));
+    for (const auto& [fd, ss] : sessions_) {
+      std::string st = ss.connecting ? "tcp connect" : !ss.mpa ? "?" : ss.notified ? "awaiting accept"
+                       : ss.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply" : "awaiting MPA request";
+      out.push_back("  " + addr_string(ss.local) + " " + addr_string(ss.peer) + " " + st);
+    }
+    if (!connections_only) {
+      out.push_back("links:");
+      for (auto& l : net_.snapshot()) out.push_back("  " + l);
+      if (!recent_.empty()) out.push_back("recent link events:");
+      for (auto& l : recent_) out.push_back("  " + l);
+    }
+    for (auto& line : out) {
+      Msg m;
+      m.type = MsgType::StatusLine;
+      m.reason = line.substr(0, kMaxMsg / 2);
+      reply(c, m);
+    }
+    Msg end;
+    end.type = MsgType::StatusEnd;
+    reply(c, end);
   }
 
   void expire() {
@@ -495,6 +656,7 @@ class Daemon {
       Session& s = sessions_[fd];
       std::string why = "MPA startup timed out with " + addr_string(s.peer);
       log(why);
+      ++counters_.timeouts;
       if (s.mpa) s.mpa->on_timer(now);
       if (s.mpa && s.mpa->role() == iwarp::MpaRole::Initiator)
         connect_reply(s, ETIMEDOUT, why);
@@ -506,9 +668,15 @@ class Daemon {
 
   Config cfg_;
   Fd unix_;
+  std::string socket_path_;
   Fd ep_;
+  LinkMonitor net_;
   bool stop_ = false;
-  std::set<int> clients_;
+  Clock::time_point started_ = Clock::now();
+  Counters counters_;
+  std::deque<std::string> recent_;  // the last link and address changes
+  std::vector<Handed> handed_;
+  std::map<int, Client> clients_;
   std::map<int, Listener> listeners_;
   std::map<int, Session> sessions_;
   std::uint64_t next_token_ = 1;
@@ -578,7 +746,7 @@ int main(int argc, char** argv) {
     }
   }
   ::signal(SIGPIPE, SIG_IGN);
-  Daemon d(std::move(cfg), std::move(s));
+  Daemon d(std::move(cfg), std::move(s), socket_path);
   g_daemon = &d;
   struct sigaction sa {};
   sa.sa_handler = on_signal;

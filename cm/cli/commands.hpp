@@ -14,5 +14,7 @@ using Action = std::function<int()>;
 
 // uiwarp link add NAME netdev DEV | link del NAME | link show [NAME]
 void add_link_commands(CLI::App& app, Action& run);
+// uiwarp status | conn show
+void add_status_commands(CLI::App& app, Action& run);
 
 } // namespace uiwarp::cli

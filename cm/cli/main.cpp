@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("uiwarp ") + UIWARP_CLI_VERSION);
   uiwarp::cli::Action run;
   uiwarp::cli::add_link_commands(app, run);
+  uiwarp::cli::add_status_commands(app, run);
   CLI11_PARSE(app, argc, argv);
   return run ? run() : 0;
 }

@@ -345,7 +345,8 @@ class Ucma {
         return;
       }
       switch (m->type) {
-        case MsgType::ListenReply: replies_.push_back(std::move(*m)); cv_.notify_all(); break;
+        case MsgType::ListenReply:
+        case MsgType::ResolveReply: replies_.push_back(std::move(*m)); cv_.notify_all(); break;
         case MsgType::AcceptReply:
           m->backlog = static_cast<std::uint32_t>(fd);  // carry the fd to the waiter
           replies_.push_back(std::move(*m));
@@ -593,16 +594,28 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
       if (!id) return EINVAL;
       if (!dst.ss_family) return EAFNOSUPPORT;
       if (!src.ss_family && id->src.ss_family) src = id->src;
-      // The route's source address: what the kernel would pick (connect a UDP socket).
+      // The route's source address, as the kernel's routing picks it: uiwarpd asks rtnetlink.
       int status = 0;
       if (!src.ss_family || is_wildcard(src)) {
         std::uint16_t port = src.ss_family ? port_of(src) : 0;
-        int s = ::socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        socklen_t len = sizeof src;
-        if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&dst), addr_len(dst)) ||
-            ::getsockname(s, reinterpret_cast<sockaddr*>(&src), &len))
-          status = errno ? errno : ENETUNREACH;
-        if (s >= 0) sys_close(s);
+        Msg m;
+        m.type = MsgType::Resolve;
+        m.id = handle;
+        m.dst = dst;
+        status = to_daemon(m);
+        if (!status) {
+          auto r = await(MsgType::ResolveReply, handle, lock);
+          id = find(handle);
+          if (!id) return EINVAL;
+          if (!r) {
+            status = ETIMEDOUT;
+          } else if (r->status) {
+            status = r->status;
+            std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+          } else {
+            src = r->src;
+          }
+        }
         set_port(src, port);
       }
       if (!status) {

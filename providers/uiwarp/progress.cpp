@@ -78,7 +78,9 @@ void Qp::pull_rx() {
   if (!engine || fd < 0 || peer_closed) return;
   if (staging.empty()) staging.resize(kStaging);
   std::size_t budget = kRxBudget;
-  while (budget > 0) {
+  // Staged bytes are already out of the socket: no readiness event would bring us back to
+  // them, so they are always consumed, budget or not.
+  while (budget > 0 || staged_pos < staged_end) {
     iwarp::MutBytes dst = engine->rx_next();
     if (staged_pos < staged_end) {
       std::size_t n = std::min(dst.size(), staged_end - staged_pos);

@@ -77,4 +77,14 @@ check "the server's CM saw DISCONNECTED" grep -q "DISCONNECT EVENT" "$T/kill.ser
 # The same uiwarpd serves a new connection.
 pair rping-after-kill rping -s -a $SRV -p 7004 -C 10 -v -- rping -c -a $SRV -p 7004 -C 10 -v
 check "uiwarpd in the surviving namespace is still the same process" test -n "$before" -a "$(dpid)" = "$before"
+
+# Routes come from rtnetlink through uiwarpd: with no route, the application is told why.
+timeout 30 ip netns exec "$A" "$RUN" rping -c -a 10.99.99.99 -p 7007 -C 1 >"$T/noroute" 2>&1
+check "no route: rping fails and the cause is named" grep -q "no route to 10.99.99.99" "$T/noroute"
+# Link changes reach uiwarpd (rtnetlink multicast) and show in `uiwarp status`.
+ip -n "$B" link set "vb$$" down
+sleep 1
+ip netns exec "$B" "$UIWARP" status >"$T/status-b" 2>&1
+check "uiwarpd saw the link go down" grep -q "^  link vb$$ down" "$T/status-b"
+check "uiwarp status shows it down" grep -q "^  vb$$ down 10.231.7.2" "$T/status-b"
 finish

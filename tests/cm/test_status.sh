@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# `uiwarp status` and `uiwarp conn show` against the real uiwarpd while stock rping runs:
+# the listener, both ends of the connection with their owners, negotiated options and TCP
+# state, and the counters; then the connection is gone from the list once rping exits.
+source "$(dirname "$0")/lib.sh"
+UIWARP=${UIWARP_CLI:?UIWARP_CLI must name the uiwarp CLI}
+out=$("$UIWARP" status 2>&1)
+check "status without a daemon says so" grep -q "uiwarpd is not running" <<<"$out"
+p=$(free_port)
+timeout 60 "$RUN" rping -s -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/server" 2>&1 &
+spid=$!
+sleep 1
+timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/client" 2>&1 &
+cpid=$!
+sleep 2
+"$UIWARP" status >"$T/status" 2>&1
+"$UIWARP" conn show >"$T/conn" 2>&1
+cat "$T/status"
+check "status names the listener and its owner" grep -qE "^  127\.0\.0\.1:$p pid [0-9]+ \(rping\)" "$T/status"
+check "status counts the connection (connect 1, established 1)" grep -q "connect 1 (established 1," "$T/status"
+check "status counts the request (requests 1 (accepted 1)" grep -q "requests 1 (accepted 1," "$T/status"
+check "status shows the policy" grep -q "^policy: MPA rev 2, crc on" "$T/status"
+check "status lists lo among the links" grep -qE "^  lo up 127\.0\.0\.1" "$T/status"
+expect_eq "conn show lists both ends" "connections: 2" "$(head -n 1 "$T/conn")"
+check "conn show: the active end, its owner and TCP state" \
+  grep -qE "127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:$p pid [0-9]+ \(rping\) active IETF crc on .* tcp established" "$T/conn"
+check "conn show: the passive end" \
+  grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) passive IETF crc on .* tcp established" "$T/conn"
+kill "$cpid" "$spid" 2>/dev/null
+wait 2>/dev/null
+expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
+finish
