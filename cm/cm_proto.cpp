@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "cm_proto.hpp"
 
+#include <algorithm>
+
 #include <arpa/inet.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -64,7 +66,7 @@ class Reader {
   sockaddr_storage addr() {
     sockaddr_storage a{};
     auto v = bytes(sizeof a);
-    std::memcpy(&a, v.data(), v.size());
+    std::copy(v.begin(), v.end(), reinterpret_cast<std::uint8_t*>(&a));
     return a;
   }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -145,12 +146,12 @@ ConnParams params_of(const iwarp::MpaResult& r, iwarp::MpaRole role) {
 
 std::vector<std::uint8_t> to_u8(const std::vector<std::byte>& v) {
   std::vector<std::uint8_t> o(v.size());
-  std::memcpy(o.data(), v.data(), v.size());
+  std::transform(v.begin(), v.end(), o.begin(), [](std::byte b) { return std::uint8_t(b); });
   return o;
 }
 std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
   std::vector<std::byte> o(v.size());
-  std::memcpy(o.data(), v.data(), v.size());
+  std::transform(v.begin(), v.end(), o.begin(), [](std::uint8_t b) { return std::byte(b); });
   return o;
 }
 
