@@ -96,6 +96,8 @@ std::vector<std::uint8_t> encode(const Msg& m) {
                           static_cast<std::uint32_t>(p.rtr), p.peer_ird, p.peer_ord})
     w.u32(v);
   w.bytes(m.reason.data(), m.reason.size());
+  w.u32(static_cast<std::uint32_t>(m.tos));
+  w.u32(static_cast<std::uint32_t>(m.afonly));
   return w.take();
 }
 
@@ -122,6 +124,8 @@ std::optional<Msg> decode(const std::uint8_t* p, std::size_t n) {
   c.peer_ord = static_cast<std::uint32_t>(r.uint(4));
   auto reason = r.bytes(1024);
   m.reason.assign(reason.begin(), reason.end());
+  m.tos = static_cast<std::int32_t>(r.uint(4));
+  m.afonly = static_cast<std::int32_t>(r.uint(4));
   if (!r.ok()) return std::nullopt;
   return m;
 }

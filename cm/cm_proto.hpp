@@ -69,6 +69,8 @@ struct Msg {
   std::uint32_t timeout_ms = 0;
   ConnParams params;
   std::string reason;  // a failure's cause, for the application's log
+  std::int32_t tos = -1;     // Listen/Connect: rdma_set_option(RDMA_OPTION_ID_TOS), -1 = unset
+  std::int32_t afonly = -1;  // Listen: RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
 };
 
 std::vector<std::uint8_t> encode(const Msg& m);

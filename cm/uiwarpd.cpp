@@ -112,6 +112,16 @@ struct Counters {
   std::uint64_t mpa_errors = 0, timeouts = 0, refused_clients = 0, link_events = 0;
 };
 
+// rdma_set_option(RDMA_OPTION_ID_TOS) becomes the TCP connection's TOS / traffic class, as the
+// kernel's iWARP drivers apply the cm_id's tos to their socket.
+void set_tos(int fd, int family, int tos) {
+  if (fd < 0 || tos < 0) return;
+  if (family == AF_INET6)
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos);
+  else
+    ::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+}
+
 std::string process_name(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
   std::string name;
@@ -269,6 +279,9 @@ class Daemon {
     Fd s(::socket(m.src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     int one = 1;
     ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    set_tos(s.get(), m.src.ss_family, m.tos);  // accepted sockets inherit it
+    if (m.afonly >= 0 && m.src.ss_family == AF_INET6)
+      ::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &m.afonly, sizeof m.afonly);
     socklen_t alen = m.src.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     if (s.get() < 0 || ::bind(s.get(), reinterpret_cast<const sockaddr*>(&m.src), alen) ||
         ::listen(s.get(), static_cast<int>(m.backlog ? m.backlog : 128))) {
@@ -364,6 +377,7 @@ class Daemon {
     ++counters_.connects;
     Fd s(::socket(m.dst.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     socklen_t alen = m.dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+    set_tos(s.get(), m.dst.ss_family, m.tos);
     if (s.get() >= 0 && m.src.ss_family == m.dst.ss_family)
       ::bind(s.get(), reinterpret_cast<const sockaddr*>(&m.src), alen);  // best effort: source IP
     if (s.get() < 0 ||

@@ -195,6 +195,8 @@ struct Id {
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
   std::optional<Device> dev;
+  int tos = -1;     // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
+  int afonly = -1;  // RDMA_OPTION_ID_AFONLY, applied to the listener (IPV6_V6ONLY)
 };
 
 class Ucma {
@@ -711,6 +713,8 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
       m.id = c.id;
       m.src = id->src;
       m.backlog = c.backlog;
+      m.tos = id->tos;
+      m.afonly = id->afonly;
       if (int err = to_daemon(m)) return err;
       auto r = await(MsgType::ListenReply, c.id, lock);
       id = find(c.id);
@@ -738,6 +742,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
                             c.conn_param.private_data + std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
       m.ird = c.conn_param.responder_resources;
       m.ord = c.conn_param.initiator_depth;
+      m.tos = id->tos;
       id->qp_num = c.conn_param.qp_num;
       id->connecting = id->iw = true;
       if (int err = to_daemon(m)) {
@@ -811,12 +816,26 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     case RDMA_USER_CM_CMD_SET_OPTION: {
       rdma_ucm_set_option c;
       if (!read_cmd(in, n, &c)) return EINVAL;
-      if (!find(c.id)) return EINVAL;
-      if (c.level == RDMA_OPTION_ID &&
-          (c.optname == RDMA_OPTION_ID_TOS || c.optname == RDMA_OPTION_ID_REUSEADDR ||
-           c.optname == RDMA_OPTION_ID_AFONLY || c.optname == RDMA_OPTION_ID_ACK_TIMEOUT))
-        return 0;  // accepted; TCP keeps its own timers and TOS
-      return ENOSYS;
+      Id* id = find(c.id);
+      if (!id) return EINVAL;
+      if (c.level != RDMA_OPTION_ID) return ENOSYS;
+      const void* val = reinterpret_cast<const void*>(c.optval);
+      switch (c.optname) {
+        case RDMA_OPTION_ID_TOS:  // a u8, as the kernel's ucma_set_option_id insists
+          if (c.optlen != 1) return EINVAL;
+          id->tos = *static_cast<const std::uint8_t*>(val);
+          return 0;
+        case RDMA_OPTION_ID_AFONLY:
+          if (c.optlen != sizeof(int)) return EINVAL;
+          id->afonly = *static_cast<const int*>(val) != 0;
+          return 0;
+        case RDMA_OPTION_ID_REUSEADDR:  // uiwarpd's listeners always reuse addresses
+          return c.optlen == sizeof(int) ? 0 : EINVAL;
+        case RDMA_OPTION_ID_ACK_TIMEOUT:  // an IB transport timer; TCP keeps its own
+          return c.optlen == 1 ? 0 : EINVAL;
+        default:
+          return ENOSYS;
+      }
     }
     case RDMA_USER_CM_CMD_NOTIFY: {
       rdma_ucm_notify c;

@@ -8,7 +8,8 @@
 //                      receives, takes one message, then waits for the peer to vanish: every
 //                      other receive must complete with IBV_WC_WR_FLUSH_ERR and the CM must
 //                      report DISCONNECTED.
-//   client ADDR PORT   connects, sends one message, reports "client: sent" and waits to be
+//   client ADDR PORT   sets RDMA_OPTION_ID_TOS 0x20, connects, sends one message, reports "client:
+//   sent" and waits to be
 //                      killed (kill -9: the peer vanishes mid-connection).
 #include <cerrno>
 #include <cstdio>
@@ -156,6 +157,9 @@ int client(const char* addr, const char* port) {
   rdma_cm_id* id;
   if (rdma_create_ep(&id, res, nullptr, &qa)) die("rdma_create_ep");
   rdma_freeaddrinfo(res);
+  std::uint8_t tos = 0x20; // the test checks the TCP connection carries it
+  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos))
+    die("RDMA_OPTION_ID_TOS");
   char msg[64] = "hello before I vanish";
   ibv_mr* mr = rdma_reg_msgs(id, msg, sizeof msg);
   if (!mr || rdma_connect(id, nullptr)) die("rdma_connect");

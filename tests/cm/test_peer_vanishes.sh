@@ -13,6 +13,9 @@ for _ in $(seq 50); do grep -q listening "$T/server" && break; sleep 0.1; done
 cpid=$!
 for _ in $(seq 100); do grep -q "client: sent" "$T/client" && break; sleep 0.1; done
 check "the client sent its message" grep -q "client: sent" "$T/client"
+# rdma_set_option(RDMA_OPTION_ID_TOS) reaches the TCP connection, as with the kernel's iWARP.
+check "the client's TCP connection carries TOS 0x20" \
+  grep -q "tos:0x20" <(ss -Htn --tos state established "( dport = :$p )")
 kill -9 $cpid
 wait $spid
 src=$?
