@@ -150,13 +150,6 @@ std::uint64_t guid_from_mac(const std::array<std::uint8_t, 6>& mac) {
   return g;
 }
 
-std::string format_guid(std::uint64_t g) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%04x:%04x:%04x:%04x", static_cast<unsigned>(g >> 48) & 0xffff,
-                static_cast<unsigned>(g >> 32) & 0xffff, static_cast<unsigned>(g >> 16) & 0xffff,
-                static_cast<unsigned>(g) & 0xffff);
-  return buf;
-}
 
 std::string format_gid(const std::array<std::uint8_t, 16>& gid) {
   std::string s;

@@ -10,6 +10,7 @@
 // Connection set-up is uiwarpd's (cm/cm_proto.hpp); the connected socket goes
 // to the provider through the ops it registered (provider_api.h).
 #include "ucma.hpp"
+#include "uiwarp/guid.hpp"
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -90,11 +91,11 @@ std::vector<Device> devices() {
     d.name = e.path().filename();
     std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid");
     std::getline(nd, d.netdev);
-    std::string guid;
-    std::getline(g, guid);
-    unsigned a, b, c, x;
-    if (d.netdev.empty() || std::sscanf(guid.c_str(), "%x:%x:%x:%x", &a, &b, &c, &x) != 4) continue;
-    d.guid_be = htobe64((std::uint64_t(a) << 48) | (std::uint64_t(b) << 32) | (std::uint64_t(c) << 16) | x);
+    std::string text;
+    std::getline(g, text);
+    auto guid = parse_guid(text);
+    if (d.netdev.empty() || !guid) continue;
+    d.guid_be = htobe64(*guid);
     out.push_back(d);
   }
   std::sort(out.begin(), out.end(), [](const Device& l, const Device& r) { return l.name < r.name; });

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "provider.hpp"
+#include "uiwarp/guid.hpp"
 #include "uiwarp_version.h"
 
 namespace uiwarp {
@@ -24,10 +25,7 @@ namespace uiwarp {
 namespace {
 
 std::uint64_t read_guid(const Device& dev, const char* file) {
-  std::string s = dev.attr(file);
-  unsigned a, b, c, d;
-  if (std::sscanf(s.c_str(), "%x:%x:%x:%x", &a, &b, &c, &d) != 4) return 0;
-  return (std::uint64_t(a) << 48) | (std::uint64_t(b) << 32) | (std::uint64_t(c) << 16) | d;
+  return parse_guid(dev.attr(file)).value_or(0);
 }
 
 int gid_count(const Device& dev) {

@@ -32,6 +32,7 @@
 // so they stay usable while NETLINK_RDMA is blocked; uiwarp's uverbs<N> are numbered after them.
 #pragma once
 
+#include "uiwarp/guid.hpp"  // format_guid
 #include "uiwarp/netdev.hpp"
 
 #include <array>
@@ -77,7 +78,6 @@ std::array<std::uint8_t, 6> device_mac(const NetdevInfo& nd, std::uint64_t netns
 // EUI-64 from a MAC (insert ff:fe, flip the universal/local bit), as siw derives its node GUID.
 std::uint64_t guid_from_mac(const std::array<std::uint8_t, 6>& mac);
 
-std::string format_guid(std::uint64_t guid);                     // xxxx:xxxx:xxxx:xxxx
 std::string format_gid(const std::array<std::uint8_t, 16>& gid); // 8 groups of 4 hex digits
 
 // The GIDs of a device, index 0 first.
