@@ -4,7 +4,8 @@
 // shim) asks it to listen, connect, accept and reject; it owns the TCP sockets
 // until the MPA exchange (RFC 5044 §7.1, RFC 6581) is done, under the local
 // policy, and then hands each connected socket to the application with
-// SCM_RIGHTS. One instance per user and network namespace; one event loop.
+// SCM_RIGHTS. One instance per user and network namespace, or one system-wide
+// (socket-activated by uiwarpd.socket, see uiwarpd(8)); one event loop.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -31,6 +32,7 @@
 
 #include "cm_proto.hpp"
 #include "iwarp/mpa_startup.hpp"
+#include "systemd_activation.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarpd_config.hpp"
 
@@ -115,7 +117,10 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
 
 class Daemon {
  public:
-  Daemon(Config cfg, Fd unix_fd) : cfg_(std::move(cfg)), unix_(std::move(unix_fd)) {
+  // any_user: the system-wide daemon (uiwarpd.socket) serves every local user; each client
+  // still reaches only its own listeners and connections.
+  Daemon(Config cfg, Fd unix_fd, bool any_user = false)
+      : cfg_(std::move(cfg)), unix_(std::move(unix_fd)), any_user_(any_user) {
     ep_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     watch(unix_.get(), Kind::Unix, EPOLLIN);
   }
@@ -165,8 +170,13 @@ class Daemon {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-        (cred.uid != ::geteuid() && cred.uid != 0)) {
+        (!any_user_ && cred.uid != ::geteuid() && cred.uid != 0)) {
       log("refused a client of uid " + std::to_string(cred.uid));
+      return;
+    }
+    // Its TCP connections would be made from our network namespace, not its own.
+    if (!same_netns(unix_.get(), c.get())) {
+      log("refused a client (pid " + std::to_string(cred.pid) + ") from another network namespace");
       return;
     }
     watch(c.get(), Kind::Client, EPOLLIN);
@@ -506,6 +516,7 @@ class Daemon {
 
   Config cfg_;
   Fd unix_;
+  bool any_user_;
   Fd ep_;
   bool stop_ = false;
   std::set<int> clients_;
@@ -517,6 +528,22 @@ class Daemon {
 Daemon* g_daemon = nullptr;
 void on_signal(int) {
   if (g_daemon) g_daemon->stop();
+}
+
+// Runs the daemon on listening socket `s`; unlinks `socket_path` (ours, not systemd's) at exit.
+int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Daemon d(std::move(cfg), std::move(s), system);
+  g_daemon = &d;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  systemd_notify_ready(system ? "serving the system socket" : "serving " + socket_path);
+  int rc = d.run();
+  systemd_notify_stopping();
+  if (!socket_path.empty()) ::unlink(socket_path.c_str());
+  return rc;
 }
 
 }  // namespace
@@ -536,6 +563,15 @@ int main(int argc, char** argv) {
   if (!load_config(config_file, cfg, app, &err)) {
     log(err);
     return 2;
+  }
+
+  // Started by systemd (uiwarpd.socket): its socket; no lock (systemd runs one), no daemon().
+  if (int fd = systemd_listen_socket(&err); fd != -1) {
+    if (fd == -2) {
+      log(err);
+      return 1;
+    }
+    return serve(std::move(cfg), Fd(fd), true, "");
   }
 
   std::string dir;
@@ -577,16 +613,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  ::signal(SIGPIPE, SIG_IGN);
-  Daemon d(std::move(cfg), std::move(s));
-  g_daemon = &d;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  int rc = d.run();
-  ::unlink(socket_path.c_str());
-  return rc;
+  return serve(std::move(cfg), std::move(s), false, socket_path);
 }
 
 }  // namespace uiwarp::cm
