@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
   if (cm.start_if_needed && !ensure_daemon(uiwarpd, cm.path, &err)) return fail(err);
   ::setenv("UIWARPD_SOCKET", cm.path.c_str(), 1);
   ::setenv("UIWARPD_SOCKET_NETNS", std::to_string(uiwarp::current_netns_inode()).c_str(), 1);
-  if (debug()) std::fprintf(stderr, "uiwarp-run: uiwarpd %s: %s\n", cm.path.c_str(), cm.why.c_str());
+  if (debug())
+    std::fprintf(stderr, "uiwarp-run: uiwarpd %s: %s\n", cm.path.c_str(), cm.why.c_str());
 
   // 4. The environment.
   if (::setenv("SYSFS_PATH", sysfs.c_str(), 1) != 0) return fail("setenv");
