@@ -4,7 +4,8 @@
 // shim) asks it to listen, connect, accept and reject; it owns the TCP sockets
 // until the MPA exchange (RFC 5044 §7.1, RFC 6581) is done, under the local
 // policy, and then hands each connected socket to the application with
-// SCM_RIGHTS. One instance per user and network namespace; one event loop.
+// SCM_RIGHTS. One instance per user and network namespace, or one system-wide
+// (socket-activated by uiwarpd.socket, see uiwarpd(8)); one event loop.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +35,7 @@
 #include "cm_proto.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "netmon.hpp"
+#include "systemd_activation.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarpd_config.hpp"
 
@@ -101,6 +103,7 @@ struct Client {
 struct Handed {
   int client = -1;
   pid_t pid = 0;
+  uid_t uid = 0;
   sockaddr_storage local{}, peer{};
   ConnParams params;
   Clock::time_point since;
@@ -167,8 +170,13 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
 
 class Daemon {
  public:
-  Daemon(Config cfg, Fd unix_fd, std::string socket_path)
-      : cfg_(std::move(cfg)), unix_(std::move(unix_fd)), socket_path_(std::move(socket_path)) {
+  // any_user: the system-wide daemon (uiwarpd.socket) serves every local user; each client
+  // still reaches only its own listeners and connections.
+  Daemon(Config cfg, Fd unix_fd, std::string socket_path, bool any_user = false)
+      : cfg_(std::move(cfg)),
+        unix_(std::move(unix_fd)),
+        socket_path_(std::move(socket_path)),
+        any_user_(any_user) {
     ep_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     watch(unix_.get(), Kind::Unix, EPOLLIN);
     if (net_.ok())
@@ -223,9 +231,14 @@ class Daemon {
     ucred cred{};
     socklen_t len = sizeof cred;
     if (::getsockopt(c.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) ||
-        (cred.uid != ::geteuid() && cred.uid != 0)) {
+        (!any_user_ && cred.uid != ::geteuid() && cred.uid != 0)) {
       log("refused a client of uid " + std::to_string(cred.uid));
       ++counters_.refused_clients;
+      return;
+    }
+    // Its TCP connections would be made from our network namespace, not its own.
+    if (!same_netns(unix_.get(), c.get())) {
+      log("refused a client (pid " + std::to_string(cred.pid) + ") from another network namespace");
       return;
     }
     watch(c.get(), Kind::Client, EPOLLIN);
@@ -445,8 +458,9 @@ class Daemon {
   void hand_over(Session& s, Msg& r) {
     int fd = s.fd.get();
     auto cl = clients_.find(s.client);
-    handed_.push_back(Handed{s.client, cl != clients_.end() ? cl->second.pid : 0, s.local, s.peer,
-                             r.params, Clock::now()});
+    handed_.push_back(Handed{s.client, cl != clients_.end() ? cl->second.pid : 0,
+                             cl != clients_.end() ? cl->second.uid : 0, s.local, s.peer, r.params,
+                             Clock::now()});
     ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
     reply(s.client, r, fd);
     sessions_.erase(fd);  // closes our copy; the application has its own
@@ -593,6 +607,10 @@ class Daemon {
 
   void status(int c, bool connections_only) {
     std::vector<std::string> out;
+    // The system daemon serves every user: each sees only their own (root sees all).
+    auto cl = clients_.find(c);
+    const uid_t asker = cl != clients_.end() ? cl->second.uid : 0;
+    auto mine = [&](uid_t owner) { return !any_user_ || asker == 0 || owner == asker; };
     auto age = [](Clock::time_point t) {
       return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count()) + "s";
     };
@@ -614,11 +632,14 @@ class Daemon {
                     ", timeouts " + std::to_string(k.timeouts) + ", refused clients " +
                     std::to_string(k.refused_clients) + ", link events " + std::to_string(k.link_events));
       out.push_back("clients: " + std::to_string(clients_.size()));
-      out.push_back("listeners: " + std::to_string(listeners_.size()));
+      std::vector<std::string> lines;
       for (const auto& [fd, l] : listeners_) {
-        auto cl = clients_.find(l.client);
-        out.push_back("  " + addr_string(l.addr) + " " + owner(cl != clients_.end() ? cl->second.pid : 0));
+        auto lc = clients_.find(l.client);
+        if (lc != clients_.end() && mine(lc->second.uid))
+          lines.push_back("  " + addr_string(l.addr) + " " + owner(lc->second.pid));
       }
+      out.push_back("listeners: " + std::to_string(lines.size()));
+      out.insert(out.end(), lines.begin(), lines.end());
     }
     std::string err;
     auto tcp = tcp_connections(&err);
@@ -627,9 +648,12 @@ class Daemon {
       auto t = tcp.find({addr_string(h.local), addr_string(h.peer)});
       return err.empty() && (t == tcp.end() || t->second.state == "time-wait" || t->second.state == "close");
     });
-    out.push_back("connections: " + std::to_string(handed_.size()) +
+    out.push_back("connections: " +
+                  std::to_string(std::count_if(handed_.begin(), handed_.end(),
+                                               [&](const Handed& h) { return mine(h.uid); })) +
                   (err.empty() ? "" : " (TCP state unknown: " + err + ")"));
     for (const auto& h : handed_) {
+      if (!mine(h.uid)) continue;
       std::string line = "  " + addr_string(h.local) + " " + addr_string(h.peer) + " " + owner(h.pid) +
                          " " + (h.params.initiator ? "active" : "passive") + " " + describe(h.params) +
                          " age " + age(h.since);
@@ -641,6 +665,8 @@ class Daemon {
     }
     out.push_back("starting (MPA exchange): " + std::to_string(sessions_.size()));
     for (const auto& [fd, ss] : sessions_) {
+      auto sc = clients_.find(ss.client);
+      if (sc == clients_.end() || !mine(sc->second.uid)) continue;
       std::string st = ss.connecting ? "tcp connect" : !ss.mpa ? "?" : ss.notified ? "awaiting accept"
                        : ss.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply" : "awaiting MPA request";
       out.push_back("  " + addr_string(ss.local) + " " + addr_string(ss.peer) + " " + st);
@@ -684,6 +710,7 @@ class Daemon {
   Config cfg_;
   Fd unix_;
   std::string socket_path_;
+  bool any_user_;
   Fd ep_;
   LinkMonitor net_;
   bool stop_ = false;
@@ -700,6 +727,22 @@ class Daemon {
 Daemon* g_daemon = nullptr;
 void on_signal(int) {
   if (g_daemon) g_daemon->stop();
+}
+
+// Runs the daemon on listening socket `s`; unlinks `socket_path` (ours, not systemd's) at exit.
+int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Daemon d(std::move(cfg), std::move(s), system ? "the system socket" : socket_path, system);
+  g_daemon = &d;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  systemd_notify_ready(system ? "serving the system socket" : "serving " + socket_path);
+  int rc = d.run();
+  systemd_notify_stopping();
+  if (!socket_path.empty()) ::unlink(socket_path.c_str());
+  return rc;
 }
 
 }  // namespace
@@ -719,6 +762,15 @@ int main(int argc, char** argv) {
   if (!load_config(config_file, cfg, app, &err)) {
     log(err);
     return 2;
+  }
+
+  // Started by systemd (uiwarpd.socket): its socket; no lock (systemd runs one), no daemon().
+  if (int fd = systemd_listen_socket(&err); fd != -1) {
+    if (fd == -2) {
+      log(err);
+      return 1;
+    }
+    return serve(std::move(cfg), Fd(fd), true, "");
   }
 
   std::string dir;
@@ -760,16 +812,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  ::signal(SIGPIPE, SIG_IGN);
-  Daemon d(std::move(cfg), std::move(s), socket_path);
-  g_daemon = &d;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
-  int rc = d.run();
-  ::unlink(socket_path.c_str());
-  return rc;
+  return serve(std::move(cfg), std::move(s), false, socket_path);
 }
 
 }  // namespace uiwarp::cm

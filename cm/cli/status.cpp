@@ -3,9 +3,11 @@
 // uiwarp status     uiwarpd's policy, counters, listeners, connections and links
 // uiwarp conn show  the connections only: handed over (with their TCP state) and starting
 //
-// Asks the uiwarpd of this user and network namespace (the one uiwarp-run uses) over its socket.
+// Asks the uiwarpd that uiwarp-run would use here (this user's and network namespace's, or the
+// system-wide one) over its socket. The system daemon shows a user only their own connections.
 #include "cm_proto.hpp"
 #include "commands.hpp"
+#include "daemon_socket.hpp"
 #include "uiwarp/state.hpp"
 
 #include <cerrno>
@@ -26,11 +28,11 @@ int error(const std::string& msg) {
   return 1;
 }
 
+// The daemon uiwarp-run would hand a program started here (daemon_socket.hpp).
 std::string daemon_socket(const std::string& flag, std::string* err) {
   if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("UIWARPD_SOCKET"); env && *env) return env;
   std::string dir = state_dir(err);
-  return dir.empty() ? "" : dir + "/uiwarpd.sock";
+  return dir.empty() ? "" : choose_daemon_socket(dir, false).path;
 }
 
 int query(const std::string& flag, bool connections_only) {

@@ -6,7 +6,9 @@
 //     default uiwarp0 on lo) under the state dir (see uiwarp/state.hpp).
 //  2. Sets SYSFS_PATH to it, RDMAV_DRIVERS to the provider (prepended to any existing value), and
 //     LD_PRELOAD to libuiwarp-shim.so (prepended, not duplicated).
-//  3. execvp()s CMD.
+//  3. Picks the uiwarpd to use (daemon_socket.hpp: $UIWARPD_SOCKET, the system daemon of
+//     uiwarpd.socket, or the per-user one it starts) and sets UIWARPD_SOCKET.
+//  4. execvp()s CMD.
 //
 // Where the files come from: if uiwarp-run runs from the build tree (the directory of
 // /proc/self/exe is the one CMake built it in), the build tree's shim and provider
@@ -18,6 +20,8 @@
 //
 // Exit status: CMD's, or 125 if uiwarp-run itself fails, 126 if CMD cannot be run, 127 if it is
 // not found (as env(1) and timeout(1) do).
+#include "daemon_socket.hpp"
+#include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarp_paths.hpp"
 
@@ -27,9 +31,7 @@
 #include <cstring>
 #include <limits.h>
 #include <string>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -44,7 +46,8 @@ void usage(FILE* f) {
                   "Runs CMD over uiwarp (iWARP in user space): sets SYSFS_PATH, RDMAV_DRIVERS and\n"
                   "LD_PRELOAD so that stock libibverbs/librdmacm programs see this network\n"
                   "namespace's uiwarp devices ('uiwarp link show'; default: uiwarp0 on lo).\n"
-                  "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARP_DEBUG.\n");
+                  "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARPD,\n"
+                  "UIWARPD_SOCKET, UIWARP_SYSTEM_SOCKET, UIWARP_DEBUG; see uiwarp-run(1).\n");
 }
 
 bool exists(const std::string& p) {
@@ -93,20 +96,10 @@ bool debug() {
   return d && *d && std::strcmp(d, "0") != 0;
 }
 
-// Connects to uiwarpd's socket to see whether a daemon serves it.
-bool daemon_alive(const std::string& path) {
-  int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un sun{};
-  sun.sun_family = AF_UNIX;
-  std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
-  bool ok = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0;
-  if (s >= 0) ::close(s);
-  return ok;
-}
-
 // Starts uiwarpd for this user and network namespace unless one runs (it exits
 // at once if another instance holds its lock), and waits until it answers.
 bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::string* err) {
+  using uiwarp::daemon_alive;
   if (daemon_alive(sock)) return true;
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -192,12 +185,15 @@ int main(int argc, char** argv) {
     driver = provider.substr(0, provider.size() - sl);
   }
 
-  // 3. The connection manager.
+  // 3. The connection manager (which one: see daemon_socket.hpp).
   std::string uiwarpd = from_build_tree ? UIWARP_BUILD_UIWARPD : UIWARP_INSTALL_UIWARPD;
   if (const char* d = std::getenv("UIWARPD"); d && *d) uiwarpd = d;
-  const std::string sock = dir + "/uiwarpd.sock";
-  if (!ensure_daemon(uiwarpd, sock, &err)) return fail(err);
-  ::setenv("UIWARPD_SOCKET", sock.c_str(), 1);
+  const uiwarp::DaemonSocket cm = uiwarp::choose_daemon_socket(dir, from_build_tree);
+  if (cm.start_if_needed && !ensure_daemon(uiwarpd, cm.path, &err)) return fail(err);
+  ::setenv("UIWARPD_SOCKET", cm.path.c_str(), 1);
+  ::setenv("UIWARPD_SOCKET_NETNS", std::to_string(uiwarp::current_netns_inode()).c_str(), 1);
+  if (debug())
+    std::fprintf(stderr, "uiwarp-run: uiwarpd %s: %s\n", cm.path.c_str(), cm.why.c_str());
 
   // 4. The environment.
   if (::setenv("SYSFS_PATH", sysfs.c_str(), 1) != 0) return fail("setenv");

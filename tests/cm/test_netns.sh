@@ -54,9 +54,12 @@ pair rdma_server rdma_server -p 7005 -- rdma_client -s $SRV -p 7005
 check "rdma_client: end 0 across namespaces" grep -q "rdma_client: end 0" "$T/rdma_server.client"
 pair ucmatose ucmatose -p 7006 -- ucmatose -s $SRV -p 7006
 check "ucmatose: test complete across namespaces" grep -q "test complete" "$T/ucmatose.client"
-for t in ib_write_bw ib_read_bw ib_send_bw; do
+for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do
   pair "$t" "$t" -R -p 7002 -n 500 -- "$t" -R -p 7002 -n 500 $SRV
 done
+pair ib_write_bw-a ib_write_bw -R -a -n 5 -p 7008 -- ib_write_bw -R -a -n 5 -p 7008 $SRV
+expect_eq "ib_write_bw -a covers 2 B .. 8 MiB across namespaces" 23 "$(grep -cE '^ *[0-9]+ +5 ' "$T/ib_write_bw-a.client")"
+pair ib_read_bw-q8 ib_read_bw -R -q 8 -n 200 -p 7009 -- ib_read_bw -R -q 8 -n 200 -p 7009 $SRV
 
 # kill -9 of the client mid-transfer. (The flushing of outstanding work requests is checked
 # byte for byte in the unit tests, HX-038; rping itself only reports the disconnect.)

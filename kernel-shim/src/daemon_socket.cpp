@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "daemon_socket.hpp"
+
+#include "uiwarp/netdev.hpp"
+#include "uiwarp_paths.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace uiwarp {
+
+bool daemon_alive(const std::string& path) {
+  int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
+  bool ok = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0;
+  if (s >= 0) ::close(s);
+  return ok;
+}
+
+namespace {
+
+// The system daemon's socket if it serves this network namespace; else "" and *why.
+std::string system_socket(bool from_build_tree, std::string* why) {
+  const char* env = std::getenv("UIWARP_SYSTEM_SOCKET");
+  if (env && !*env) return *why = "UIWARP_SYSTEM_SOCKET is empty", "";
+  // A developer's build tree uses its own daemon, not an installed one.
+  if (!env && from_build_tree) return *why = "build tree", "";
+  const std::string path = env ? env : UIWARP_SYSTEM_SOCKET;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode))
+    return *why = "no system socket " + path, "";
+  const std::string marker = path.substr(0, path.rfind('/') + 1) + "uiwarpd.netns";
+  unsigned long long ino = 0;
+  std::ifstream in(marker);
+  if (!(in >> ino) || ino != current_netns_inode())
+    return *why = marker + " does not name this network namespace", "";
+  if (!daemon_alive(path)) return *why = path + " does not accept connections", "";
+  return path;
+}
+
+} // namespace
+
+DaemonSocket choose_daemon_socket(const std::string& state_dir, bool from_build_tree) {
+  const std::string netns = std::to_string(current_netns_inode());
+  const char* env = std::getenv("UIWARPD_SOCKET");
+  const char* env_ns = std::getenv("UIWARPD_SOCKET_NETNS");
+  if (env && *env && (!env_ns || netns == env_ns)) return {env, true, "UIWARPD_SOCKET"};
+  std::string why;
+  if (std::string sys = system_socket(from_build_tree, &why); !sys.empty())
+    return {sys, false, "the system daemon (uiwarpd.socket)"};
+  return {state_dir + "/uiwarpd.sock", true, "per-user daemon (" + why + ")"};
+}
+
+} // namespace uiwarp

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# The system-wide uiwarpd (uiwarpd.socket): uiwarpd takes its socket from systemd (here
+# systemd-socket-activate stands in) and reports READY=1; uiwarp-run picks it only when its
+# uiwarpd.netns names this network namespace, and UIWARPD_SOCKET still wins; rping runs over it.
+source "$(dirname "$0")/lib.sh"
+UIWARPD_BIN=${UIWARPD_BIN:?UIWARPD_BIN must name uiwarpd}
+command -v systemd-socket-activate >/dev/null || { echo "SKIP: no systemd-socket-activate"; exit 77; }
+sys=$T/sys
+sock=$sys/uiwarpd.sock
+mkdir -m 755 "$sys"
+sapid=
+trap 'kill $sapid 2>/dev/null; stop_daemons; pkill -f "uiwarpd --socket $T/" 2>/dev/null;
+      chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+# sd_notify: a datagram socket that records the daemon's first message.
+python3 - "$sys/notify" "$T/notify.log" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+open(sys.argv[2], "w").write(s.recv(4096).decode() + "\n")
+PY
+for i in $(seq 50); do [[ -S $sys/notify ]] && break; sleep 0.1; done
+systemd-socket-activate --seqpacket -l "$sock" -E NOTIFY_SOCKET="$sys/notify" "$UIWARPD_BIN" \
+  >"$T/uiwarpd.log" 2>&1 &
+sapid=$!
+for i in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
+export UIWARP_SYSTEM_SOCKET=$sock
+pick() { UIWARP_DEBUG=1 "$RUN" true 2>&1 | sed -n 's/^uiwarp-run: uiwarpd //p'; }
+
+expect_match "no uiwarpd.netns: a per-user daemon" "^$UIWARP_STATE_DIR/.*per-user daemon" "$(pick)"
+echo 1 >"$sys/uiwarpd.netns"
+expect_match "uiwarpd.netns of another namespace: a per-user daemon" "does not name this network" \
+  "$(pick)"
+stop_daemons
+netns_inode >"$sys/uiwarpd.netns"
+expect_eq "this namespace: the system daemon" "$sock: the system daemon (uiwarpd.socket)" "$(pick)"
+for i in $(seq 50); do [[ -s $T/notify.log ]] && break; sleep 0.1; done
+expect_match "socket-activated uiwarpd sent READY=1" "READY=1" "$(cat "$T/notify.log" 2>/dev/null)"
+expect_match "UIWARPD_SOCKET wins" "^$T/mine.sock: UIWARPD_SOCKET" "$(UIWARPD_SOCKET=$T/mine.sock pick)"
+expect_match "... unless an outer uiwarp-run set it in another namespace" "^$sock: the system" \
+  "$(UIWARPD_SOCKET=$T/mine.sock UIWARPD_SOCKET_NETNS=1 pick)"
+expect_match "UIWARP_SYSTEM_SOCKET= turns the system daemon off" "per-user daemon" \
+  "$(UIWARP_SYSTEM_SOCKET= pick)"
+stop_daemons
+pkill -f "uiwarpd --socket $T/mine.sock"
+
+p=$(free_port)
+run_pair rping-system rping -s -a 127.0.0.1 -p "$p" -C 10 -v -- rping -c -a 127.0.0.1 -p "$p" -C 10 -v
+expect_eq "rping over the system daemon: 10 pings verified" 10 "$(grep -c '^ping data' "$T/rping-system.client")"
+check "no per-user daemon was started" test ! -e "$UIWARP_STATE_DIR/netns-$(netns_inode)/uiwarpd.sock"
+
+# A client from another network namespace is refused (its TCP would be made in ours).
+if [[ $(id -u) == 0 ]] && unshare --net true 2>/dev/null; then
+  unshare --net python3 -c 'import socket,sys,time
+s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); s.connect(sys.argv[1]); time.sleep(0.3)' "$sock"
+  sleep 0.2
+  check "uiwarpd refused a client from another network namespace" \
+    grep -q "from another network namespace" "$T/uiwarpd.log"
+fi
+finish
