@@ -7,6 +7,22 @@ export UIWARP_STATE_DIR="$T/state"
 mkdir -m 700 -p "$UIWARP_STATE_DIR"
 # A free TCP port on loopback for this test.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_listening [NETNS] ARGS...: waits (up to 30 s) until the port given with -p in ARGS has a TCP
+# listener (uiwarpd's, once the server's rdma_listen returned), so a loaded machine does not
+# start a client too early. Without -p it sleeps a second.
+wait_listening() {
+  local ns=() port=
+  if [[ $1 == ns:* ]]; then ns=(ip netns exec "${1#ns:}"); shift; fi
+  while (($#)); do
+    [[ $1 == -p ]] && port=$2
+    shift
+  done
+  if [[ -z $port ]]; then sleep 1; return; fi
+  for _ in $(seq 300); do
+    "${ns[@]}" ss -Htln "sport = :$port" | grep -q . && return
+    sleep 0.1
+  done
+}
 stop_daemons() { pkill -f "uiwarpd --socket $UIWARP_STATE_DIR" 2>/dev/null || true; }
 trap 'stop_daemons; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 # run_pair NAME SERVER_CMD... -- CLIENT_CMD...: server in the background, client after it
@@ -20,7 +36,7 @@ run_pair() {
   client=("$@")
   timeout 120 "$RUN" "${server[@]}" >"$T/$name.server" 2>&1 &
   local spid=$!
-  sleep 1
+  wait_listening "${server[@]}"
   timeout 100 "$RUN" "${client[@]}" >"$T/$name.client" 2>&1
   local crc=$?
   wait $spid

@@ -38,7 +38,7 @@ pair() {
   c=("$@")
   timeout 120 ip netns exec "$B" "$RUN" "${s[@]}" >"$T/$name.server" 2>&1 &
   local spid=$!
-  sleep 1
+  wait_listening "ns:$B" "${s[@]}"
   timeout 100 ip netns exec "$A" "$RUN" "${c[@]}" >"$T/$name.client" 2>&1
   local crc=$?
   wait $spid
@@ -54,8 +54,10 @@ pair rdma_server rdma_server -p 7005 -- rdma_client -s $SRV -p 7005
 check "rdma_client: end 0 across namespaces" grep -q "rdma_client: end 0" "$T/rdma_server.client"
 pair ucmatose ucmatose -p 7006 -- ucmatose -s $SRV -p 7006
 check "ucmatose: test complete across namespaces" grep -q "test complete" "$T/ucmatose.client"
+port=7010
 for t in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do
-  pair "$t" "$t" -R -p 7002 -n 500 -- "$t" -R -p 7002 -n 500 $SRV
+  port=$((port + 1))
+  pair "$t" "$t" -R -p $port -n 500 -- "$t" -R -p $port -n 500 $SRV
 done
 pair ib_write_bw-a ib_write_bw -R -a -n 5 -p 7008 -- ib_write_bw -R -a -n 5 -p 7008 $SRV
 expect_eq "ib_write_bw -a covers 2 B .. 8 MiB across namespaces" 23 "$(grep -cE '^ *[0-9]+ +5 ' "$T/ib_write_bw-a.client")"
@@ -68,7 +70,7 @@ dpid() { pgrep -f "uiwarpd --socket $UIWARP_STATE_DIR/netns-$bino/" | head -n 1;
 before=$(dpid)
 timeout 60 ip netns exec "$B" "$RUN" rping -s -a $SRV -p 7003 -C 100000 -S 65535 -v >"$T/kill.server" 2>&1 &
 spid=$!
-sleep 1
+wait_listening "ns:$B" -p 7003
 ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7003 -C 100000 -S 65535 >"$T/kill.client" 2>&1 &
 cpid=$!
 sleep 2

@@ -10,7 +10,7 @@ check "status without a daemon says so" grep -q "uiwarpd is not running" <<<"$ou
 p=$(free_port)
 timeout 60 "$RUN" rping -s -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/server" 2>&1 &
 spid=$!
-sleep 1
+wait_listening -p "$p"
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/client" 2>&1 &
 cpid=$!
 sleep 2
