@@ -344,6 +344,7 @@ class Ucma {
         if (errno == EAGAIN || errno == EINTR) continue;
         daemon_fd_ = -1;
         sys_close(s);
+        daemon_gone();
         cv_.notify_all();
         return;
       }
@@ -361,6 +362,24 @@ class Ucma {
           if (fd >= 0) sys_close(fd);
           break;
       }
+    }
+  }
+
+  // uiwarpd exited (or was restarted): established connections are the application's own and
+  // carry on; a connect still in the MPA exchange will never be answered, so it fails now, as
+  // the kernel's iw_cm reports a lost connect (CONNECT_ERROR). Waiters in await() see
+  // daemon_fd_ < 0. The next command that needs the daemon connects again.
+  void daemon_gone() {
+    bool told = false;
+    for (auto& [h, id] : ids_) {
+      if (id.listening)
+        std::fprintf(stderr, "uiwarp: uiwarpd went away; the listener on %s takes no new connections\n",
+                     cm::addr_string(id.src).c_str());
+      if (!id.connecting || id.connected) continue;
+      if (!told) std::fprintf(stderr, "uiwarp: uiwarpd went away while connecting; connect failed\n");
+      told = true;
+      id.connecting = false;
+      queue(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNABORTED);
     }
   }
 

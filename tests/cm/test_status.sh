@@ -3,6 +3,8 @@
 # `uiwarp status` and `uiwarp conn show` against the real uiwarpd while stock rping runs:
 # the listener, both ends of the connection with their owners, negotiated options and TCP
 # state, and the counters; then the connection is gone from the list once rping exits.
+# Then uiwarpd stops: a connection already handed over carries on; a connect still in the MPA
+# exchange fails at once (CONNECT_ERROR).
 source "$(dirname "$0")/lib.sh"
 UIWARP=${UIWARP_CLI:?UIWARP_CLI must name the uiwarp CLI}
 out=$("$UIWARP" status 2>&1)
@@ -30,4 +32,46 @@ check "conn show: the passive end" \
 kill "$cpid" "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
+
+# Connections already handed over do not depend on uiwarpd: stop it mid-transfer, rping finishes.
+p=$(free_port)
+run_pair_bg() { timeout 60 "$RUN" "$@"; }
+run_pair_bg rping -s -a 127.0.0.1 -p "$p" -C 20000 -S 4096 -v >"$T/r.server" 2>&1 &
+spid=$!
+wait_listening -p "$p"
+run_pair_bg rping -c -a 127.0.0.1 -p "$p" -C 20000 -S 4096 -v -d >"$T/r.client" 2>&1 &
+cpid=$!
+for _ in $(seq 100); do
+  [[ $("$UIWARP" conn show 2>/dev/null | head -n 1) == "connections: 2" ]] && break
+  sleep 0.1
+done
+stop_daemons
+wait $cpid
+crc=$?
+wait $spid
+src=$?
+expect_eq "rping completes after uiwarpd stops (client and server exit)" "0 0" "$crc $src"
+expect_eq "... with every ping verified" 20000 "$(grep -c '^ping data' "$T/r.client")"
+((crc == 0)) || grep -v '^ping data' "$T/r.client" | tail -n 20
+
+# uiwarpd goes away while a connect waits in the MPA exchange (the peer is a TCP listener that
+# never answers): the application gets CONNECT_ERROR at once instead of waiting forever.
+p=$(free_port)
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); time.sleep(30)' "$p" &
+mute=$!
+wait_listening -p "$p"
+timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1 >"$T/gone.client" 2>&1 &
+cpid=$!
+for _ in $(seq 100); do
+  [[ $("$UIWARP" conn show 2>/dev/null | tail -n 1) == *"awaiting MPA reply"* ]] && break
+  sleep 0.1
+done
+stop_daemons
+wait $cpid
+crc=$?
+kill $mute 2>/dev/null
+check "the connect fails when uiwarpd goes away (rping exit $crc, not a timeout)" test "$crc" -ne 124 -a "$crc" -ne 0
+check "... with CONNECT_ERROR and the cause on stderr" \
+  grep -q "uiwarpd went away while connecting" "$T/gone.client"
 finish
