@@ -4,7 +4,8 @@ set -u
 PASS=0
 FAIL=0
 T=$(mktemp -d /tmp/uiwarp-it.XXXXXX)
-trap 'chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+# uiwarpd instances that uiwarp-run started for state dirs under $T go with it.
+trap 'pkill -f "uiwarpd --socket $T/" 2>/dev/null; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 
 ok() { PASS=$((PASS + 1)); echo "ok - $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
