@@ -207,7 +207,7 @@ void Progress::run() {
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.u64 == 0) continue;  // stop
-      std::lock_guard<std::recursive_mutex> lock(ctx_->mu);
+      std::lock_guard<CtxMutex> lock(ctx_->mu);
       Qp* qp = find_qp(static_cast<std::uint32_t>(evs[i].data.u64));
       if (!qp || qp->ctx() != ctx_ || qp->fd < 0) continue;
       if (evs[i].events & EPOLLOUT) {
@@ -230,7 +230,7 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
   Qp* qp = find_qp(qp_num);
   if (!qp) return ENOENT;
   Context* ctx = qp->ctx();
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   if (qp->engine || (qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR)) return EINVAL;
   if (!ctx->progress) {
     ctx->progress = std::make_unique<Progress>(ctx);
@@ -290,7 +290,7 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
 int disconnect(std::uint32_t qp_num) {
   Qp* qp = find_qp(qp_num);
   if (!qp) return ENOENT;
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   if (!qp->engine) return ENOTCONN;
   qp->engine->close();
   qp->push_tx();

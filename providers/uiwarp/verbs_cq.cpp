@@ -91,7 +91,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     if (ctx->cqs >= Limits::kMaxCq) {
       errno = ENOMEM;
       return nullptr;
@@ -108,7 +108,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
   }
   if (!cq) {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     --ctx->cqs;
     errno = ENOMEM;
     return nullptr;
@@ -193,7 +193,7 @@ int destroy_cq(ibv_cq* ibcq) {
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   delete impl(cq);
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   --ctx->cqs;
   return 0;
 }
