@@ -47,7 +47,7 @@ ShimEvent shim_event() {
 
 void Qp::push_tx() {
   if (!engine || fd < 0 || want_write) return;
-  std::vector<iwarp::ConstBytes> pieces;
+  std::vector<iwarp::ConstBytes>& pieces = tx_pieces;
   iovec iov[kMaxIov];
   for (;;) {
     pieces.clear();
@@ -78,7 +78,8 @@ void Qp::pull_rx() {
   if (!engine || fd < 0 || peer_closed) return;
   if (staging.empty()) staging.resize(kStaging);
   std::size_t budget = kRxBudget;
-  while (budget > 0) {
+  bool drained = false;
+  for (;;) {
     iwarp::MutBytes dst = engine->rx_next();
     if (staged_pos < staged_end) {
       std::size_t n = std::min(dst.size(), staged_end - staged_pos);
@@ -87,9 +88,20 @@ void Qp::pull_rx() {
       engine->rx_advance(n);
       continue;
     }
+    // Staged octets are used up before the budget counts: epoll cannot see them.
+    // After a short read the socket is empty; level-triggered epoll calls again,
+    // so the extra recv() that would only say EAGAIN is skipped.
+    if (budget == 0 || drained) break;
+    // A large span is read straight into place; whatever follows it (CRC, the
+    // next header) lands in the staging buffer in the same system call.
     bool direct = dst.size() >= kDirectRead;
-    ssize_t n = direct ? ::recv(fd, dst.data(), dst.size(), MSG_DONTWAIT)
-                       : ::recv(fd, staging.data(), staging.size(), MSG_DONTWAIT);
+    iovec iov[2];
+    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{staging.data(), staging.size()};
+    iov[1] = {staging.data(), staging.size()};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = direct ? 2 : 1;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
@@ -103,13 +115,13 @@ void Qp::pull_rx() {
       peer_closed = true;
       break;
     }
-    budget -= std::min<std::size_t>(budget, static_cast<std::size_t>(n));
-    if (direct) {
-      engine->rx_advance(static_cast<std::size_t>(n));
-    } else {
-      staged_pos = 0;
-      staged_end = static_cast<std::size_t>(n);
-    }
+    auto got = static_cast<std::size_t>(n);
+    budget -= std::min(budget, got);
+    drained = got < iov[0].iov_len + (direct ? iov[1].iov_len : 0);
+    std::size_t placed = direct ? std::min(got, dst.size()) : 0;
+    if (placed) engine->rx_advance(placed);
+    staged_pos = 0;
+    staged_end = got - placed;
   }
 }
 

@@ -175,6 +175,7 @@ struct Qp {
   bool event_reported = false;
   std::vector<std::byte> staging;  // small reads (headers) land here first
   std::size_t staged_pos = 0, staged_end = 0;
+  std::vector<iwarp::ConstBytes> tx_pieces;  // push_tx's gather list, kept to avoid a malloc per post
 
   // ibv_wr_* (extended send API): the WR being built and the batch.
   std::vector<iwarp::SendWr> wr_batch;
