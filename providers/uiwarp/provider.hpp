@@ -132,7 +132,10 @@ struct Cq {
   bool extended = false;
   std::mutex mu;
   std::vector<ibv_wc> ring;  // capacity = cqe
-  std::size_t head = 0, count = 0;
+  std::size_t head = 0;
+  // Written under `mu`; read without it by pollers to return at once when empty,
+  // so a spinning poller does not keep taking the lock the producer needs.
+  std::atomic<std::size_t> count{0};
   bool armed = false;
   bool solicited_only = false;
   bool overflowed = false;

@@ -49,6 +49,7 @@ void load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = Cq::of(cqx);
+  if (cq->count.load(std::memory_order_acquire) == 0) return ENOENT;
   impl(cq)->poll_mu.lock();
   bool got;
   {
@@ -215,6 +216,7 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
   if (num < 0) return -EINVAL;
   Cq* cq = Cq::of(ibcq);
+  if (num == 0 || cq->count.load(std::memory_order_acquire) == 0) return 0;
   std::lock_guard<std::mutex> lock(cq->mu);
   int n = 0;
   while (n < num && pop(cq, &wc[n])) ++n;
