@@ -80,14 +80,13 @@ void Qp::pull_rx() {
   std::size_t budget = kRxBudget;
   bool drained = false;
   for (;;) {
-    iwarp::MutBytes dst = engine->rx_next();
     if (staged_pos < staged_end) {
-      std::size_t n = std::min(dst.size(), staged_end - staged_pos);
-      std::memcpy(dst.data(), staging.data() + staged_pos, n);
-      staged_pos += n;
-      engine->rx_advance(n);
+      // feed() places the staged octets and CRCs them in runs, not per field.
+      engine->rx_feed(iwarp::ConstBytes(staging).subspan(staged_pos, staged_end - staged_pos));
+      staged_pos = staged_end;
       continue;
     }
+    iwarp::MutBytes dst = engine->rx_next();
     // Staged octets are used up before the budget counts: epoll cannot see them.
     // After a short read the socket is empty; level-triggered epoll calls again,
     // so the extra recv() that would only say EAGAIN is skipped.
