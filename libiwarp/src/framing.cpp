@@ -154,7 +154,7 @@ void FpduTx::frame_plain(ConstBytes header, std::span<const ConstBytes> payload,
   // field cost each 4 KiB frame about twice the CRC of its payload.)
   std::array<std::byte, kMpaLenField + 128> head;
   store_be16(head.data(), static_cast<std::uint16_t>(ulpdu_len));
-  std::memcpy(head.data() + kMpaLenField, header.data(), header.size());
+  if (!header.empty()) std::memcpy(head.data() + kMpaLenField, header.data(), header.size());
   ConstBytes head_bytes = ConstBytes(head).first(kMpaLenField + header.size());
   out.add_internal(head_bytes);
   std::uint32_t crc = kCrc32cInit;
