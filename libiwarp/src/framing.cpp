@@ -110,6 +110,10 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   for (ConstBytes p : payload) ulpdu_len += p.size();
   assert(ulpdu_len <= kMaxUlpdu && header.size() <= 128);
 
+  if (!markers_) {
+    frame_plain(header, payload, ulpdu_len, out);
+    return;
+  }
   crc_state_ = kCrc32cInit;
   // A marker due exactly at the FPDU start belongs to this FPDU, points at
   // offset 0 and is CRC-covered (RFC 5044 §4.3, §4.4; MPA-035).
@@ -141,6 +145,32 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   // A marker inside the CRC field would not be covered by any CRC. (FPDUs are
   // multiples of 4 octets starting at multiples of 4, so none ever lands there.)
   for (std::size_t i = 0; i < kCrcLen; ++i) emit(out, ConstBytes(crc).subspan(i, 1), true, false);
+}
+
+void FpduTx::frame_plain(ConstBytes header, std::span<const ConstBytes> payload,
+                         std::size_t ulpdu_len, TxFrame& out) {
+  // Without markers the length field and the header are one contiguous run, and
+  // PAD and CRC another: one CRC call per run and per payload piece. (A call per
+  // field cost each 4 KiB frame about twice the CRC of its payload.)
+  std::array<std::byte, kMpaLenField + 128> head;
+  store_be16(head.data(), static_cast<std::uint16_t>(ulpdu_len));
+  if (!header.empty()) std::memcpy(head.data() + kMpaLenField, header.data(), header.size());
+  ConstBytes head_bytes = ConstBytes(head).first(kMpaLenField + header.size());
+  out.add_internal(head_bytes);
+  std::uint32_t crc = kCrc32cInit;
+  if (crc_) crc = crc32c_update(crc, head_bytes);
+  for (ConstBytes p : payload) {
+    out.add_external(p);
+    if (crc_ && !p.empty()) crc = crc32c_update(crc, p);
+  }
+  std::size_t pad = fpdu_pad(ulpdu_len);
+  std::array<std::byte, 3 + kCrcLen> tail{};  // PAD is zero (RFC 5044 §4.1)
+  if (crc_ && pad) crc = crc32c_update(crc, ConstBytes(tail).first(pad));
+  // RFC 5044 §4.4: without CRC the field is still present (MPA-013), zero.
+  if (crc_) store_crc_le(tail.data() + pad, crc32c_finish(crc));
+  out.add_internal(ConstBytes(tail).first(pad + kCrcLen));
+  fpdu_start_ = pos_;
+  pos_ += kMpaLenField + ulpdu_len + pad + kCrcLen;
 }
 
 std::vector<std::byte> FpduTx::frame_bytes(ConstBytes header, std::span<const ConstBytes> payload) {
@@ -235,7 +265,8 @@ void FpduRx::advance(std::size_t n) {
     // The CRC already began at a leading marker, if there was one (MPA-027).
     if (!crc_started_) crc_state_ = kCrcInitState;
   }
-  if (crc_ && state_ != State::Crc) crc_state_ = crc32c_update(crc_state_, landed);
+  if (crc_ && state_ != State::Crc && !crc_deferred_)
+    crc_state_ = crc32c_update(crc_state_, landed);
   got_ += n;
 
   switch (state_) {
@@ -289,13 +320,35 @@ void FpduRx::advance(std::size_t n) {
 
 std::size_t FpduRx::feed(ConstBytes in) {
   std::size_t total = in.size();
+  // Without markers, the CRC-covered octets of an FPDU (length, ULPDU, PAD) are
+  // contiguous in the input: CRC each such run with one call when it ends (at
+  // the CRC field or the end of the input) instead of one call per field.
+  crc_deferred_ = crc_ && !markers_;
+  const std::byte* run = in.data();
+  std::size_t run_len = 0;
+  auto flush = [&] {
+    if (run_len && !error_) crc_state_ = crc32c_update(crc_state_, ConstBytes(run, run_len));
+    run_len = 0;
+  };
   while (!in.empty()) {
     MutBytes d = next();
     std::size_t n = std::min(d.size(), in.size());
     std::memcpy(d.data(), in.data(), n);
+    if (crc_deferred_) {
+      if (state_ == State::Crc || error_) {
+        flush();  // before advance() compares the CRC
+      } else {
+        // advance() resets the CRC state at an FPDU's length field, which
+        // starts a run (the previous one ended at the CRC field).
+        if (run_len == 0) run = in.data();
+        run_len += n;
+      }
+    }
     advance(n);
     in = in.subspan(n);
   }
+  flush();
+  crc_deferred_ = false;
   return total;
 }
 

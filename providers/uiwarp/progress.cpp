@@ -47,7 +47,7 @@ ShimEvent shim_event() {
 
 void Qp::push_tx() {
   if (!engine || fd < 0 || want_write) return;
-  std::vector<iwarp::ConstBytes> pieces;
+  std::vector<iwarp::ConstBytes>& pieces = tx_pieces;
   iovec iov[kMaxIov];
   for (;;) {
     pieces.clear();
@@ -78,20 +78,29 @@ void Qp::pull_rx() {
   if (!engine || fd < 0 || peer_closed) return;
   if (staging.empty()) staging.resize(kStaging);
   std::size_t budget = kRxBudget;
-  // Staged bytes are already out of the socket: no readiness event would bring us back to
-  // them, so they are always consumed, budget or not.
-  while (budget > 0 || staged_pos < staged_end) {
-    iwarp::MutBytes dst = engine->rx_next();
+  bool drained = false;
+  for (;;) {
     if (staged_pos < staged_end) {
-      std::size_t n = std::min(dst.size(), staged_end - staged_pos);
-      std::memcpy(dst.data(), staging.data() + staged_pos, n);
-      staged_pos += n;
-      engine->rx_advance(n);
+      // feed() places the staged octets and CRCs them in runs, not per field.
+      engine->rx_feed(iwarp::ConstBytes(staging).subspan(staged_pos, staged_end - staged_pos));
+      staged_pos = staged_end;
       continue;
     }
+    iwarp::MutBytes dst = engine->rx_next();
+    // Staged octets are used up before the budget counts: epoll cannot see them.
+    // After a short read the socket is empty; level-triggered epoll calls again,
+    // so the extra recv() that would only say EAGAIN is skipped.
+    if (budget == 0 || drained) break;
+    // A large span is read straight into place; whatever follows it (CRC, the
+    // next header) lands in the staging buffer in the same system call.
     bool direct = dst.size() >= kDirectRead;
-    ssize_t n = direct ? ::recv(fd, dst.data(), dst.size(), MSG_DONTWAIT)
-                       : ::recv(fd, staging.data(), staging.size(), MSG_DONTWAIT);
+    iovec iov[2];
+    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{staging.data(), staging.size()};
+    iov[1] = {staging.data(), staging.size()};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = direct ? 2 : 1;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
@@ -105,13 +114,13 @@ void Qp::pull_rx() {
       peer_closed = true;
       break;
     }
-    budget -= std::min<std::size_t>(budget, static_cast<std::size_t>(n));
-    if (direct) {
-      engine->rx_advance(static_cast<std::size_t>(n));
-    } else {
-      staged_pos = 0;
-      staged_end = static_cast<std::size_t>(n);
-    }
+    auto got = static_cast<std::size_t>(n);
+    budget -= std::min(budget, got);
+    drained = got < iov[0].iov_len + (direct ? iov[1].iov_len : 0);
+    std::size_t placed = direct ? std::min(got, dst.size()) : 0;
+    if (placed) engine->rx_advance(placed);
+    staged_pos = 0;
+    staged_end = got - placed;
   }
 }
 
@@ -209,7 +218,7 @@ void Progress::run() {
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
       if (evs[i].data.u64 == 0) continue;  // stop
-      std::lock_guard<std::recursive_mutex> lock(ctx_->mu);
+      std::lock_guard<CtxMutex> lock(ctx_->mu);
       Qp* qp = find_qp(static_cast<std::uint32_t>(evs[i].data.u64));
       if (!qp || qp->ctx() != ctx_ || qp->fd < 0) continue;
       if (evs[i].events & EPOLLOUT) {
@@ -232,7 +241,7 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
   Qp* qp = find_qp(qp_num);
   if (!qp) return ENOENT;
   Context* ctx = qp->ctx();
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   if (qp->engine || (qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR)) return EINVAL;
   if (!ctx->progress) {
     ctx->progress = std::make_unique<Progress>(ctx);
@@ -292,7 +301,7 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
 int disconnect(std::uint32_t qp_num) {
   Qp* qp = find_qp(qp_num);
   if (!qp) return ENOENT;
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   if (!qp->engine) return ENOTCONN;
   qp->engine->close();
   qp->push_tx();

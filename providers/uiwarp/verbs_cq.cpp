@@ -49,6 +49,7 @@ void load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = Cq::of(cqx);
+  if (cq->count.load(std::memory_order_acquire) == 0) return ENOENT;
   impl(cq)->poll_mu.lock();
   bool got;
   {
@@ -91,7 +92,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     if (ctx->cqs >= Limits::kMaxCq) {
       errno = ENOMEM;
       return nullptr;
@@ -108,7 +109,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
   }
   if (!cq) {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     --ctx->cqs;
     errno = ENOMEM;
     return nullptr;
@@ -193,7 +194,7 @@ int destroy_cq(ibv_cq* ibcq) {
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   delete impl(cq);
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   --ctx->cqs;
   return 0;
 }
@@ -215,6 +216,7 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
 int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
   if (num < 0) return -EINVAL;
   Cq* cq = Cq::of(ibcq);
+  if (num == 0 || cq->count.load(std::memory_order_acquire) == 0) return 0;
   std::lock_guard<std::mutex> lock(cq->mu);
   int n = 0;
   while (n < num && pop(cq, &wc[n])) ++n;

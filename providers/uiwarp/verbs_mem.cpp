@@ -38,7 +38,7 @@ std::uint32_t to_iwarp_access(int a) {
 
 ibv_pd* alloc_pd(ibv_context* ibctx) {
   Context* ctx = Context::of(ibctx);
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   if (ctx->pds >= Limits::kMaxPd) {
     errno = ENOMEM;
     return nullptr;
@@ -59,7 +59,7 @@ int dealloc_pd(ibv_pd* ibpd) {
   auto* pd = reinterpret_cast<Pd*>(ibpd);
   if (pd->users.load() > 0) return EBUSY;
   Context* ctx = Context::of(ibpd->context);
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   --ctx->pds;
   delete pd;
   return 0;
@@ -81,7 +81,7 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   std::uint64_t base = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
   std::uint32_t stag;
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     stag = ctx->mem.add(pd->id, static_cast<std::byte*>(addr), base, length, to_iwarp_access(access));
     if (stag) ++ctx->mrs;
   }
@@ -118,7 +118,7 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, 
   size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : m.length;
   int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : vmr->access;
   std::uint32_t pd_id = reinterpret_cast<Pd*>(new_pd)->id;
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   const iwarp::MemoryRegion* old = ctx->mem.find(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
   std::uint64_t base = (new_access & IBV_ACCESS_ZERO_BASED)
@@ -147,7 +147,7 @@ int dereg_mr(verbs_mr* vmr) {
   auto* mr = reinterpret_cast<Mr*>(vmr);
   Context* ctx = Context::of(vmr->ibv_mr.context);
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     if (!ctx->mem.remove(vmr->ibv_mr.lkey)) return EINVAL;
     --ctx->mrs;
   }

@@ -289,7 +289,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     if (ctx->qps >= Limits::kMaxQp) {
       errno = ENOMEM;
       return nullptr;
@@ -298,7 +298,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   }
   auto* qp = new (std::nothrow) Qp;
   if (!qp) {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     --ctx->qps;
     errno = ENOMEM;
     return nullptr;
@@ -376,7 +376,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   Qp* qp = Qp::of(ibqp);
   if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
   if (mask & kIbConnectAttrs) {
     explain("iWARP QPs are connected by the RDMA CM (rdma_connect/rdma_accept), not by "
@@ -433,7 +433,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) {
   if (!attr || !init) return EINVAL;
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   *attr = ibv_qp_attr{};
   attr->qp_state = attr->cur_qp_state = qp->state;
   attr->path_mtu = IBV_MTU_1024;
@@ -459,7 +459,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
 int destroy_qp(ibv_qp* ibqp) {
   Qp* qp = Qp::of(ibqp);
   Context* ctx = qp->ctx();
-  std::lock_guard<std::recursive_mutex> ctx_lock(ctx->mu);
+  std::lock_guard<CtxMutex> ctx_lock(ctx->mu);
   {
     std::lock_guard<std::mutex> lock(g_qps_mu);
     g_qps.erase(ibqp->qp_num);
@@ -477,7 +477,7 @@ int destroy_qp(ibv_qp* ibqp) {
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     iwarp::SendWr w;
@@ -493,7 +493,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) {
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   Qp* qp = Qp::of(ibqp);
-  std::lock_guard<std::recursive_mutex> lock(qp->ctx()->mu);
+  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     if (qp->srq || qp->state == IBV_QPS_RESET || wr->num_sge < 0 ||
@@ -542,7 +542,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     if (ctx->srqs >= Limits::kMaxSrq) {
       errno = ENOMEM;
       return nullptr;
@@ -551,7 +551,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
   }
   auto* srq = new (std::nothrow) Srq;
   if (!srq) {
-    std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+    std::lock_guard<CtxMutex> lock(ctx->mu);
     --ctx->srqs;
     errno = ENOMEM;
     return nullptr;
@@ -589,7 +589,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
   if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
-  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
+  std::lock_guard<CtxMutex> lock(Context::of(ibsrq->context)->mu);
   std::uint32_t depth = srq->q->depth();
   if (mask & IBV_SRQ_MAX_WR) {
     if (attr->max_wr == 0 || attr->max_wr > Limits::kMaxSrqWr || attr->max_wr < srq->q->size())
@@ -609,7 +609,7 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
 int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
   if (!attr) return EINVAL;
-  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
+  std::lock_guard<CtxMutex> lock(Context::of(ibsrq->context)->mu);
   attr->max_wr = srq->q->depth();
   attr->max_sge = srq->max_sge;
   attr->srq_limit = srq->limit;
@@ -624,14 +624,14 @@ int destroy_srq(ibv_srq* ibsrq) {
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   delete srq;
-  std::lock_guard<std::recursive_mutex> lock(ctx->mu);
+  std::lock_guard<CtxMutex> lock(ctx->mu);
   --ctx->srqs;
   return 0;
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   auto* srq = reinterpret_cast<Srq*>(ibsrq);
-  std::lock_guard<std::recursive_mutex> lock(Context::of(ibsrq->context)->mu);
+  std::lock_guard<CtxMutex> lock(Context::of(ibsrq->context)->mu);
   int err = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > srq->max_sge) {

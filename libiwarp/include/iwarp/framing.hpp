@@ -89,6 +89,8 @@ class FpduTx {
   // offset of the ULPDU_Length field the markers point back to.
   void emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered);
   void emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered);
+  void frame_plain(ConstBytes header, std::span<const ConstBytes> payload, std::size_t ulpdu_len,
+                   TxFrame& out);  // no markers: fewer, larger CRC calls
 
   bool crc_ = true;
   bool markers_ = false;
@@ -157,6 +159,7 @@ class FpduRx {
   std::size_t pad_len_ = 0;
   std::uint32_t crc_state_ = kCrcInitState;
   bool marker_mismatch_ = false;
+  bool crc_deferred_ = false;      // feed() CRCs contiguous runs of input itself
   bool crc_started_ = false;       // a leading marker began this FPDU's CRC
   bool in_marker_ = false;
   std::size_t marker_got_ = 0;
