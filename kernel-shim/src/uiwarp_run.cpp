@@ -44,7 +44,8 @@ void usage(FILE* f) {
                   "Runs CMD over uiwarp (iWARP in user space): sets SYSFS_PATH, RDMAV_DRIVERS and\n"
                   "LD_PRELOAD so that stock libibverbs/librdmacm programs see this network\n"
                   "namespace's uiwarp devices ('uiwarp link show'; default: uiwarp0 on lo).\n"
-                  "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARP_DEBUG.\n");
+                  "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARP_DEBUG,\n"
+                  "UIWARPD_CONFIG (the policy file of a uiwarpd started here).\n");
 }
 
 bool exists(const std::string& p) {
@@ -105,7 +106,9 @@ bool daemon_alive(const std::string& path) {
 }
 
 // Starts uiwarpd for this user and network namespace unless one runs (it exits
-// at once if another instance holds its lock), and waits until it answers.
+// at once if another instance holds its lock), and waits until it answers. A daemon started
+// here reads $UIWARPD_CONFIG instead of /etc/uiwarp/uiwarpd.conf when that is set (a daemon
+// that already runs keeps its policy).
 bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::string* err) {
   if (daemon_alive(sock)) return true;
   pid_t pid = ::fork();
@@ -114,8 +117,13 @@ bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::str
     return false;
   }
   if (pid == 0) {
-    ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
-            static_cast<char*>(nullptr));
+    const char* config = std::getenv("UIWARPD_CONFIG");
+    if (config && *config)
+      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon", "--config", config,
+              static_cast<char*>(nullptr));
+    else
+      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
+              static_cast<char*>(nullptr));
     std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(), std::strerror(errno));
     ::_exit(127);
   }
