@@ -73,7 +73,7 @@ expect_match "UIWARP_SHIM overrides" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
 
 # UIWARPD_CONFIG names the policy file of the daemon uiwarp-run starts.
 mkdir -m 700 "$T/state-conf" "$T/state-badconf"
-echo "mpa-revision = 1" >"$T/good.conf"
+printf 'mpa-revision = 1\nfirst-fpdu-delay-ms = 30\n' >"$T/good.conf"
 echo "no-such-key = 1" >"$T/bad.conf"
 UIWARP_STATE_DIR=$T/state-conf UIWARPD_CONFIG=$T/good.conf "$RUN" true
 expect_eq "UIWARPD_CONFIG: runs with a good policy file" "0" "$?"
@@ -81,5 +81,7 @@ check "UIWARPD_CONFIG: the daemon was started with --config FILE" \
   pgrep -f "uiwarpd --socket $T/state-conf/.* --daemon --config $T/good.conf"
 UIWARP_STATE_DIR=$T/state-badconf UIWARPD_CONFIG=$T/bad.conf "$RUN" true 2>/dev/null
 expect_eq "UIWARPD_CONFIG: a bad policy file stops uiwarp-run (125)" "125" "$?"
+err=$("$(dirname "$RUN")/../cm/uiwarpd" --socket "$T/x.sock" --first-fpdu-delay-ms -1 2>&1)
+expect_match "first-fpdu-delay-ms: a negative delay is refused" "bad value '-1' for first-fpdu-delay-ms" "$err"
 pkill -f "uiwarpd --socket $T/state-conf/" 2>/dev/null
 finish
