@@ -60,9 +60,12 @@ siw_teardown() {
 uiwarpd_stop() { pkill -f "uiwarpd --socket $UIWARP_STATE_DIR/" 2>/dev/null || true; sleep 0.2; }
 
 # uiwarp_policy KEY=VALUE...: the uiwarpd policy for the next connections (see
-# cm/uiwarpd_config.hpp); restarts our daemon so that it reads it.
+# cm/uiwarpd_config.hpp); restarts our daemon so that it reads it. Always with
+# first-fpdu-delay-ms (SIW_FIRST_FPDU_DELAY_MS, default 50; 0 to see siw's start-up race):
+# as initiator, uiwarp then sends its first FPDU 50 ms after siw's MPA Reply, by when siw
+# reads its socket (README.md).
 uiwarp_policy() {
-  : >"$SW/uiwarpd.conf"
+  echo "first-fpdu-delay-ms = ${SIW_FIRST_FPDU_DELAY_MS:-50}" >"$SW/uiwarpd.conf"
   local kv
   for kv in "$@"; do echo "${kv%%=*} = ${kv#*=}" >>"$SW/uiwarpd.conf"; done
   export UIWARPD_CONFIG=$SW/uiwarpd.conf
