@@ -102,7 +102,7 @@ perf_case() {
       "$tool" -R -F -d "$CDEV" -s "$size" "$@" -p "$port" "$SADDR"
     if grep -q "Can't produce a report" "$SW/$name.server" "$SW/$name.client"; then
       note=" (try $((try + 1)): TSC calibration failed on try $try)"
-    elif grep -q "RDMA_CM_EVENT_REJECTED; error: -111" "$SW/$name.client"; then
+    elif grep -q -e "RDMA_CM_EVENT_REJECTED; error: -111" -e "uiwarp: connect to .*: Connection refused" "$SW/$name.client"; then
       # perftest's client connects a second time right after the first connection; a server in
       # TCG may not listen again yet (TCP RST, which iw_cm reports as REJECTED/-ECONNREFUSED).
       note=" (try $((try + 1)): connection refused on try $try, server not listening yet)"
@@ -150,7 +150,11 @@ capture_check() {
   pcap=${pcap%.pcap}.all.pcap
   mergecap -w "$pcap" "${files[@]}"
   local ts=(tshark_ -n -r "$pcap" --disable-heuristic rpcrdma_iwarp --disable-heuristic smb_direct_iwarp)
-  local from_uiwarp="ip.src == $HOST${ports:+ && tcp.port >= ${ports%-*} && tcp.port <= ${ports#*-}}"
+  # A port range must hold the server's port (either end of the connection); "tcp.port >= L &&
+  # tcp.port <= H" would match any connection, since each test matches either end.
+  local inrange=""
+  [[ -z $ports ]] || inrange=" && ((tcp.srcport >= ${ports%-*} && tcp.srcport <= ${ports#*-}) || (tcp.dstport >= ${ports%-*} && tcp.dstport <= ${ports#*-}))"
+  local from_uiwarp="ip.src == $HOST$inrange"
   "${ts[@]}" -c 1 >/dev/null || die "tshark cannot read $pcap"
   count() { "${ts[@]}" -Y "$1" | wc -l; }
   local rr fpdu ddp malformed experr goodcrc badcrc siw_malformed
@@ -160,7 +164,7 @@ capture_check() {
   ddp=$(count "$from_uiwarp && iwarp_ddp_rdmap")
   malformed=$(count "$from_uiwarp && _ws.malformed")
   experr=$(count "$from_uiwarp && (iwarp_mpa || iwarp_ddp_rdmap) && _ws.expert.severity == error")
-  siw_malformed=$(count "ip.src == $GUEST${ports:+ && tcp.port >= ${ports%-*} && tcp.port <= ${ports#*-}} && (_ws.malformed || ((iwarp_mpa || iwarp_ddp_rdmap) && _ws.expert.severity == error))")
+  siw_malformed=$(count "ip.src == $GUEST$inrange && (_ws.malformed || ((iwarp_mpa || iwarp_ddp_rdmap) && _ws.expert.severity == error))")
   # The dissector fills no iwarp_mpa.crc field; its verdict is only in the verbose text of
   # iwarp_mpa.crc_check: "(Good CRC32)" or "(Bad CRC32)".
   "${ts[@]}" -Y "$from_uiwarp && iwarp_mpa.fpdu" -O iwarp_mpa -V >"$SW/uiwarp-fpdus.txt"
