@@ -32,6 +32,12 @@ pair() {
     local hp=$!
     host_listening "$port" || { echo "uiwarp side never listened on :$port" >>"$SW/$name.server"; }
     g "$SIW_TIMEOUT" "timeout $((SIW_TIMEOUT - 20)) ${c[*]}" >"$SW/$name.client" || CRC=$?
+    # A client that failed leaves the server waiting for it: give it 10 s, not the whole timeout.
+    if ((CRC != 0)); then
+      local i
+      for i in $(seq 50); do kill -0 "$hp" 2>/dev/null || break; sleep 0.2; done
+      kill "$hp" 2>/dev/null || true
+    fi
     wait "$hp" || SRC=$?
   else
     gbg "$name" "timeout $((SIW_TIMEOUT - 20)) ${s[*]}"
