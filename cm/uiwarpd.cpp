@@ -90,6 +90,7 @@ struct Session {
   std::uint16_t ird = 0, ord = 0;
   Clock::time_point deadline;
   sockaddr_storage local{}, peer{};
+  std::optional<Msg> held;  // initiator: the ConnectReply held for first-fpdu-delay-ms
 };
 
 // An application connected to us (SO_PEERCRED).
@@ -563,6 +564,14 @@ class Daemon {
         r.private_data = to_u8(s.mpa->result().peer_private_data);
         r.params = params_of(s.mpa->result(), iwarp::MpaRole::Initiator);
         ++counters_.connected;
+        if (cfg_.first_fpdu_delay.count() > 0) {
+          // Hold the connection (unread: the peer's first bytes are the data path's) until
+          // expire() hands it over; see Config::first_fpdu_delay.
+          ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+          s.held = std::move(r);
+          s.deadline = Clock::now() + cfg_.first_fpdu_delay;
+          return;
+        }
         hand_over(s, r);
         return;
       }
@@ -695,6 +704,10 @@ class Daemon {
       if (s.deadline <= now) late.push_back(fd);
     for (int fd : late) {
       Session& s = sessions_[fd];
+      if (s.held) {
+        hand_over(s, *s.held);
+        continue;
+      }
       std::string why = "MPA startup timed out with " + addr_string(s.peer);
       log(why);
       ++counters_.timeouts;

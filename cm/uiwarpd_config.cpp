@@ -58,6 +58,12 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"permissive", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
       {"large-fpdu", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
+      {"first-fpdu-delay-ms", [](Config& c, const std::string& v) {
+         long n = std::stol(v);
+         if (n < 0 || n > 10000) return false;
+         c.first_fpdu_delay = std::chrono::milliseconds(n);
+         return true;
+       }},
       {"startup-timeout-ms", [](Config& c, const std::string& v) {
          long n = std::stol(v);
          if (n <= 0) return false;

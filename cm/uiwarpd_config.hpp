@@ -20,10 +20,16 @@ struct Config {
   // first (ib_write_lat). Hardware RNICs default to it too (cxgb4's peer2peer=1).
   Config() { mpa.p2p = true; }
   iwarp::MpaPolicy mpa;
+  // Initiator: how long to hold the connection after the MPA Reply before handing it to the
+  // application, i.e. before the first FPDU (the RTR) goes out. 0 = at once. A work-around for
+  // peers with Linux siw's passive-side start-up race (siw_accept() sends the Reply before it
+  // hooks its receive path; FPDUs arriving in between are not read until more data comes, and
+  // the connection stalls). RFC 5044 §7.1.2 and RFC 6581 §9.2 allow sending at once.
+  std::chrono::milliseconds first_fpdu_delay{0};
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
-// --startup-timeout-ms, --large-fpdu.
+// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms.
 void add_policy_options(CLI::App& app, Config& cfg);
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);

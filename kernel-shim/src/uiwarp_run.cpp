@@ -47,7 +47,8 @@ void usage(FILE* f) {
                   "LD_PRELOAD so that stock libibverbs/librdmacm programs see this network\n"
                   "namespace's uiwarp devices ('uiwarp link show'; default: uiwarp0 on lo).\n"
                   "Environment: UIWARP_STATE_DIR, UIWARP_SHIM, UIWARP_PROVIDER, UIWARPD,\n"
-                  "UIWARPD_SOCKET, UIWARP_SYSTEM_SOCKET, UIWARP_DEBUG; see uiwarp-run(1).\n");
+                  "UIWARPD_SOCKET, UIWARP_SYSTEM_SOCKET, UIWARPD_CONFIG (the policy file of a\n"
+                  "uiwarpd started here), UIWARP_DEBUG; see uiwarp-run(1).\n");
 }
 
 bool exists(const std::string& p) {
@@ -97,7 +98,9 @@ bool debug() {
 }
 
 // Starts uiwarpd for this user and network namespace unless one runs (it exits
-// at once if another instance holds its lock), and waits until it answers.
+// at once if another instance holds its lock), and waits until it answers. A daemon started
+// here reads $UIWARPD_CONFIG instead of /etc/uiwarp/uiwarpd.conf when that is set (a daemon
+// that already runs keeps its policy).
 bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::string* err) {
   using uiwarp::daemon_alive;
   if (daemon_alive(sock)) return true;
@@ -107,8 +110,13 @@ bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::str
     return false;
   }
   if (pid == 0) {
-    ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
-            static_cast<char*>(nullptr));
+    const char* config = std::getenv("UIWARPD_CONFIG");
+    if (config && *config)
+      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon", "--config", config,
+              static_cast<char*>(nullptr));
+    else
+      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
+              static_cast<char*>(nullptr));
     std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(), std::strerror(errno));
     ::_exit(127);
   }

@@ -70,4 +70,18 @@ fi
 out=$(UIWARP_SHIM=$SHIM UIWARP_PROVIDER=/opt/x/libuiwarp-rdmav34.so "$T/uiwarp-run" env 2>/dev/null)
 expect_eq "UIWARP_PROVIDER overrides" "/opt/x/libuiwarp" "$(getvar RDMAV_DRIVERS "$out")"
 expect_match "UIWARP_SHIM overrides" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
+
+# UIWARPD_CONFIG names the policy file of the daemon uiwarp-run starts.
+mkdir -m 700 "$T/state-conf" "$T/state-badconf"
+printf 'mpa-revision = 1\nfirst-fpdu-delay-ms = 30\n' >"$T/good.conf"
+echo "no-such-key = 1" >"$T/bad.conf"
+UIWARP_STATE_DIR=$T/state-conf UIWARPD_CONFIG=$T/good.conf "$RUN" true
+expect_eq "UIWARPD_CONFIG: runs with a good policy file" "0" "$?"
+check "UIWARPD_CONFIG: the daemon was started with --config FILE" \
+  pgrep -f "uiwarpd --socket $T/state-conf/.* --daemon --config $T/good.conf"
+UIWARP_STATE_DIR=$T/state-badconf UIWARPD_CONFIG=$T/bad.conf "$RUN" true 2>/dev/null
+expect_eq "UIWARPD_CONFIG: a bad policy file stops uiwarp-run (125)" "125" "$?"
+err=$("$(dirname "$RUN")/../cm/uiwarpd" --socket "$T/x.sock" --first-fpdu-delay-ms -1 2>&1)
+expect_match "first-fpdu-delay-ms: a negative delay is refused" "bad value '-1' for first-fpdu-delay-ms" "$err"
+pkill -f "uiwarpd --socket $T/state-conf/" 2>/dev/null
 finish
