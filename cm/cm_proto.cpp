@@ -2,43 +2,50 @@
 #include "cm_proto.hpp"
 
 #include <algorithm>
-
 #include <arpa/inet.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
+#include <sys/uio.h>
+#include <unistd.h>
 
 namespace uiwarp::cm {
 
 namespace {
 
 class Writer {
- public:
+public:
   void u8(std::uint8_t v) { b_.push_back(v); }
-  void u16(std::uint16_t v) { for (int i = 0; i < 2; ++i) u8(std::uint8_t(v >> (8 * i))); }
-  void u32(std::uint32_t v) { for (int i = 0; i < 4; ++i) u8(std::uint8_t(v >> (8 * i))); }
-  void u64(std::uint64_t v) { for (int i = 0; i < 8; ++i) u8(std::uint8_t(v >> (8 * i))); }
+  void u16(std::uint16_t v) {
+    for (int i = 0; i < 2; ++i)
+      u8(std::uint8_t(v >> (8 * i)));
+  }
+  void u32(std::uint32_t v) {
+    for (int i = 0; i < 4; ++i)
+      u8(std::uint8_t(v >> (8 * i)));
+  }
+  void u64(std::uint64_t v) {
+    for (int i = 0; i < 8; ++i)
+      u8(std::uint8_t(v >> (8 * i)));
+  }
   void bytes(const void* p, std::size_t n) {
     u32(static_cast<std::uint32_t>(n));
     auto* c = static_cast<const std::uint8_t*>(p);
     b_.insert(b_.end(), c, c + n);
   }
   void addr(const sockaddr_storage& a) {
-    std::size_t n = a.ss_family == AF_INET6 ? sizeof(sockaddr_in6)
+    std::size_t n = a.ss_family == AF_INET6  ? sizeof(sockaddr_in6)
                     : a.ss_family == AF_INET ? sizeof(sockaddr_in)
                                              : 0;
     bytes(&a, n);
   }
   std::vector<std::uint8_t> take() { return std::move(b_); }
 
- private:
+private:
   std::vector<std::uint8_t> b_;
 };
 
 class Reader {
- public:
+public:
   Reader(const std::uint8_t* p, std::size_t n) : p_(p), n_(n) {}
   bool ok() const { return ok_; }
   std::uint64_t uint(int bytes) {
@@ -47,7 +54,8 @@ class Reader {
       return 0;
     }
     std::uint64_t v = 0;
-    for (int i = 0; i < bytes; ++i) v |= std::uint64_t(p_[i]) << (8 * i);
+    for (int i = 0; i < bytes; ++i)
+      v |= std::uint64_t(p_[i]) << (8 * i);
     p_ += bytes;
     n_ -= static_cast<std::size_t>(bytes);
     return v;
@@ -70,13 +78,13 @@ class Reader {
     return a;
   }
 
- private:
+private:
   const std::uint8_t* p_;
   std::size_t n_;
   bool ok_ = true;
 };
 
-}  // namespace
+} // namespace
 
 std::vector<std::uint8_t> encode(const Msg& m) {
   Writer w;
@@ -116,8 +124,8 @@ std::optional<Msg> decode(const std::uint8_t* p, std::size_t n) {
   m.backlog = static_cast<std::uint32_t>(r.uint(4));
   m.timeout_ms = static_cast<std::uint32_t>(r.uint(4));
   ConnParams& c = m.params;
-  for (std::uint32_t* v : {&c.version, &c.crc, &c.markers_tx, &c.markers_rx, &c.ird, &c.ord,
-                           &c.initiator})
+  for (std::uint32_t* v :
+       {&c.version, &c.crc, &c.markers_tx, &c.markers_rx, &c.ird, &c.ord, &c.initiator})
     *v = static_cast<std::uint32_t>(r.uint(4));
   c.rtr = static_cast<std::int32_t>(r.uint(4));
   c.peer_ird = static_cast<std::uint32_t>(r.uint(4));
@@ -164,7 +172,8 @@ std::optional<Msg> recv_msg(int sock, int* fd_out) {
   h.msg_control = ctl;
   h.msg_controllen = sizeof ctl;
   ssize_t n;
-  do n = ::recvmsg(sock, &h, MSG_CMSG_CLOEXEC);
+  do
+    n = ::recvmsg(sock, &h, MSG_CMSG_CLOEXEC);
   while (n < 0 && errno == EINTR);
   if (n <= 0) {
     if (n == 0) errno = 0;
@@ -174,8 +183,10 @@ std::optional<Msg> recv_msg(int sock, int* fd_out) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
-      if (fd_out) *fd_out = fd;
-      else ::close(fd);
+      if (fd_out)
+        *fd_out = fd;
+      else
+        ::close(fd);
     }
   }
   auto m = decode(buf, static_cast<std::size_t>(n));
@@ -205,4 +216,4 @@ std::string addr_string(const sockaddr_storage& a) {
   return "?";
 }
 
-}  // namespace uiwarp::cm
+} // namespace uiwarp::cm

@@ -15,12 +15,11 @@
 //   Reject   {token, pd}
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdint>
+#include <netinet/in.h>
 #include <optional>
 #include <string>
+#include <sys/socket.h>
 #include <vector>
 
 namespace uiwarp::cm {
@@ -35,10 +34,10 @@ enum class MsgType : std::uint16_t {
   Accept,
   AcceptReply,
   Reject,
-  Resolve,       // shim -> daemon: route to `dst`; the reply's `src` is the source address
+  Resolve, // shim -> daemon: route to `dst`; the reply's `src` is the source address
   ResolveReply,
-  Status,        // CLI -> daemon: id 0 = everything, 1 = connections only
-  StatusLine,    // daemon -> CLI: one line of the report in `reason`
+  Status,     // CLI -> daemon: id 0 = everything, 1 = connections only
+  StatusLine, // daemon -> CLI: one line of the report in `reason`
   StatusEnd,
 };
 
@@ -58,19 +57,19 @@ struct ConnParams {
 
 struct Msg {
   MsgType type{};
-  std::uint64_t id = 0;     // listen or connect id (the shim's), or the daemon's token
-  std::uint64_t token = 0;  // ConnRequest: the daemon's handle for Accept/Reject
-  std::int32_t status = 0;  // 0 or an errno (ECONNREFUSED = rejected by the peer)
-  sockaddr_storage src{};   // local address
-  sockaddr_storage dst{};   // peer address
+  std::uint64_t id = 0;    // listen or connect id (the shim's), or the daemon's token
+  std::uint64_t token = 0; // ConnRequest: the daemon's handle for Accept/Reject
+  std::int32_t status = 0; // 0 or an errno (ECONNREFUSED = rejected by the peer)
+  sockaddr_storage src{};  // local address
+  sockaddr_storage dst{};  // peer address
   std::vector<std::uint8_t> private_data;
   std::uint32_t ird = 0, ord = 0;
   std::uint32_t backlog = 0;
   std::uint32_t timeout_ms = 0;
   ConnParams params;
-  std::string reason;  // a failure's cause, for the application's log
-  std::int32_t tos = -1;     // Listen/Connect: rdma_set_option(RDMA_OPTION_ID_TOS), -1 = unset
-  std::int32_t afonly = -1;  // Listen: RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
+  std::string reason;       // a failure's cause, for the application's log
+  std::int32_t tos = -1;    // Listen/Connect: rdma_set_option(RDMA_OPTION_ID_TOS), -1 = unset
+  std::int32_t afonly = -1; // Listen: RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
 };
 
 std::vector<std::uint8_t> encode(const Msg& m);
@@ -85,4 +84,4 @@ inline constexpr std::size_t kMaxMsg = 4096;
 
 std::string addr_string(const sockaddr_storage& a);
 
-}  // namespace uiwarp::cm
+} // namespace uiwarp::cm

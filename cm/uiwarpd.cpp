@@ -6,38 +6,37 @@
 // policy, and then hands each connected socket to the application with
 // SCM_RIGHTS. One instance per user and network namespace, or one system-wide
 // (socket-activated by uiwarpd.socket, see uiwarpd(8)); one event loop.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/epoll.h>
-#include <sys/file.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <CLI/CLI.hpp>
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <deque>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <map>
-#include <memory>
-#include <optional>
-#include <set>
-#include <string>
-
 #include "cm_proto.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "netmon.hpp"
 #include "systemd_activation.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarpd_config.hpp"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <optional>
+#include <poll.h>
+#include <set>
+#include <signal.h>
+#include <string>
+#include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 namespace uiwarp::cm {
 
@@ -48,7 +47,7 @@ using Clock = iwarp::MpaClock;
 void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
 
 class Fd {
- public:
+public:
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
   Fd& operator=(Fd&& o) noexcept {
@@ -63,7 +62,7 @@ class Fd {
     fd_ = fd;
   }
 
- private:
+private:
   int fd_;
 };
 
@@ -73,24 +72,24 @@ std::uint64_t tag(Kind k, int fd) { return (std::uint64_t(k) << 32) | std::uint3
 
 struct Listener {
   Fd fd;
-  int client;        // owner's Unix fd
-  std::uint64_t id;  // the shim's listen id
+  int client;       // owner's Unix fd
+  std::uint64_t id; // the shim's listen id
   sockaddr_storage addr{};
 };
 
 struct Session {
   Fd fd;
   int client = -1;
-  std::uint64_t id = 0;     // initiator: the shim's connect id; responder: listen id
-  std::uint64_t token = 0;  // responder: handle for Accept/Reject
+  std::uint64_t id = 0;    // initiator: the shim's connect id; responder: listen id
+  std::uint64_t token = 0; // responder: handle for Accept/Reject
   std::optional<iwarp::MpaStartup> mpa;
-  bool connecting = false;  // initiator: TCP connect in progress
-  bool notified = false;    // responder: ConnRequest sent
-  std::vector<std::byte> pd;  // initiator: private data for the Request
+  bool connecting = false;   // initiator: TCP connect in progress
+  bool notified = false;     // responder: ConnRequest sent
+  std::vector<std::byte> pd; // initiator: private data for the Request
   std::uint16_t ird = 0, ord = 0;
   Clock::time_point deadline;
   sockaddr_storage local{}, peer{};
-  std::optional<Msg> held;  // initiator: the ConnectReply held for first-fpdu-delay-ms
+  std::optional<Msg> held; // initiator: the ConnectReply held for first-fpdu-delay-ms
 };
 
 // An application connected to us (SO_PEERCRED).
@@ -135,11 +134,14 @@ std::string process_name(pid_t pid) {
 
 std::string describe(const ConnParams& p) {
   static const char* const rtr[] = {"send", "write", "read"};
-  std::string s = std::string(p.version ? "IETF" : "RDMAC") +
-                  " crc " + (p.crc ? "on" : "off") + " markers " + (p.markers_tx ? "tx" : "-") +
-                  "/" + (p.markers_rx ? "rx" : "-") + " p2p ";
+  std::string s = std::string(p.version ? "IETF" : "RDMAC") + " crc " + (p.crc ? "on" : "off") +
+                  " markers " + (p.markers_tx ? "tx" : "-") + "/" + (p.markers_rx ? "rx" : "-") +
+                  " p2p ";
   // The initiator sends the RTR (RFC 6581 §7.1); the responder only waits for it.
-  s += p.rtr < 0 ? "off" : !p.initiator ? "on" : p.rtr < 3 ? std::string("rtr ") + rtr[p.rtr] : "on";
+  s += p.rtr < 0      ? "off"
+       : !p.initiator ? "on"
+       : p.rtr < 3    ? std::string("rtr ") + rtr[p.rtr]
+                      : "on";
   return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord);
 }
 
@@ -170,13 +172,11 @@ std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
 }
 
 class Daemon {
- public:
+public:
   // any_user: the system-wide daemon (uiwarpd.socket) serves every local user; each client
   // still reaches only its own listeners and connections.
   Daemon(Config cfg, Fd unix_fd, std::string socket_path, bool any_user = false)
-      : cfg_(std::move(cfg)),
-        unix_(std::move(unix_fd)),
-        socket_path_(std::move(socket_path)),
+      : cfg_(std::move(cfg)), unix_(std::move(unix_fd)), socket_path_(std::move(socket_path)),
         any_user_(any_user) {
     ep_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     watch(unix_.get(), Kind::Unix, EPOLLIN);
@@ -194,11 +194,11 @@ class Daemon {
       for (int i = 0; i < n; ++i) {
         int fd = static_cast<int>(evs[i].data.u64 & 0xffffffff);
         switch (static_cast<Kind>(evs[i].data.u64 >> 32)) {
-          case Kind::Unix: accept_client(); break;
-          case Kind::Client: client_ready(fd); break;
-          case Kind::Listener: accept_tcp(fd); break;
-          case Kind::Session: session_ready(fd, evs[i].events); break;
-          case Kind::Netlink: net_changed(); break;
+        case Kind::Unix: accept_client(); break;
+        case Kind::Client: client_ready(fd); break;
+        case Kind::Listener: accept_tcp(fd); break;
+        case Kind::Session: session_ready(fd, evs[i].events); break;
+        case Kind::Netlink: net_changed(); break;
         }
       }
       expire();
@@ -207,7 +207,7 @@ class Daemon {
   }
   void stop() { stop_ = true; }
 
- private:
+private:
   void watch(int fd, Kind k, std::uint32_t events, int op = EPOLL_CTL_ADD) {
     epoll_event ev{};
     ev.events = events;
@@ -218,7 +218,8 @@ class Daemon {
   int timeout_ms() const {
     if (sessions_.empty()) return -1;
     auto next = Clock::time_point::max();
-    for (const auto& [fd, s] : sessions_) next = std::min(next, s.deadline);
+    for (const auto& [fd, s] : sessions_)
+      next = std::min(next, s.deadline);
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
     return static_cast<int>(std::clamp<long long>(ms + 1, 0, 60000));
   }
@@ -265,18 +266,18 @@ class Daemon {
       return;
     }
     switch (m->type) {
-      case MsgType::Listen: listen(c, *m); break;
-      case MsgType::Unlisten:
-        for (auto it = listeners_.begin(); it != listeners_.end();)
-          it = (it->second.client == c && it->second.id == m->id) ? listeners_.erase(it)
-                                                                  : std::next(it);
-        break;
-      case MsgType::Connect: connect(c, *m); break;
-      case MsgType::Accept: accept(c, *m); break;
-      case MsgType::Reject: reject(c, *m); break;
-      case MsgType::Resolve: resolve(c, *m); break;
-      case MsgType::Status: status(c, m->id == 1); break;
-      default: log("unexpected message " + std::to_string(int(m->type))); break;
+    case MsgType::Listen: listen(c, *m); break;
+    case MsgType::Unlisten:
+      for (auto it = listeners_.begin(); it != listeners_.end();)
+        it = (it->second.client == c && it->second.id == m->id) ? listeners_.erase(it)
+                                                                : std::next(it);
+      break;
+    case MsgType::Connect: connect(c, *m); break;
+    case MsgType::Accept: accept(c, *m); break;
+    case MsgType::Reject: reject(c, *m); break;
+    case MsgType::Resolve: resolve(c, *m); break;
+    case MsgType::Status: status(c, m->id == 1); break;
+    default: log("unexpected message " + std::to_string(int(m->type))); break;
     }
   }
 
@@ -293,7 +294,7 @@ class Daemon {
     Fd s(::socket(m.src.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     int one = 1;
     ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    set_tos(s.get(), m.src.ss_family, m.tos);  // accepted sockets inherit it
+    set_tos(s.get(), m.src.ss_family, m.tos); // accepted sockets inherit it
     if (m.afonly >= 0 && m.src.ss_family == AF_INET6)
       ::setsockopt(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, &m.afonly, sizeof m.afonly);
     socklen_t alen = m.src.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
@@ -393,9 +394,9 @@ class Daemon {
     socklen_t alen = m.dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
     set_tos(s.get(), m.dst.ss_family, m.tos);
     if (s.get() >= 0 && m.src.ss_family == m.dst.ss_family)
-      ::bind(s.get(), reinterpret_cast<const sockaddr*>(&m.src), alen);  // best effort: source IP
-    if (s.get() < 0 ||
-        (::connect(s.get(), reinterpret_cast<const sockaddr*>(&m.dst), alen) && errno != EINPROGRESS)) {
+      ::bind(s.get(), reinterpret_cast<const sockaddr*>(&m.src), alen); // best effort: source IP
+    if (s.get() < 0 || (::connect(s.get(), reinterpret_cast<const sockaddr*>(&m.dst), alen) &&
+                        errno != EINPROGRESS)) {
       r.status = errno;
       r.reason = "connect to " + addr_string(m.dst) + ": " + std::strerror(errno);
       ++counters_.connect_failed;
@@ -451,7 +452,7 @@ class Daemon {
         pollfd p{s.fd.get(), POLLOUT, 0};
         if (::poll(&p, 1, 2000) > 0) continue;
       }
-      return n < 0 && errno == EAGAIN;  // the rest on EPOLLOUT
+      return n < 0 && errno == EAGAIN; // the rest on EPOLLOUT
     }
     return true;
   }
@@ -464,7 +465,7 @@ class Daemon {
                              Clock::now()});
     ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
     reply(s.client, r, fd);
-    sessions_.erase(fd);  // closes our copy; the application has its own
+    sessions_.erase(fd); // closes our copy; the application has its own
   }
 
   void close_session(int fd) {
@@ -474,7 +475,7 @@ class Daemon {
 
   void fail_session(Session& s, int status, const std::string& why) {
     if (s.mpa && s.mpa->role() == iwarp::MpaRole::Initiator) connect_reply(s, status, why);
-    if (s.mpa && !s.mpa->output().empty()) flush_output(s, false);  // e.g. a TERM, or a Rev1 Reply
+    if (s.mpa && !s.mpa->output().empty()) flush_output(s, false); // e.g. a TERM, or a Rev1 Reply
     close_session(s.fd.get());
   }
 
@@ -534,57 +535,55 @@ class Daemon {
 
   void step(Session& s) {
     switch (s.mpa->state()) {
-      case iwarp::MpaState::AwaitRequest:
-      case iwarp::MpaState::AwaitReply:
-        flush_output(s, false);
-        return;
-      case iwarp::MpaState::RequestReceived: {
-        Msg r;
-        r.type = MsgType::ConnRequest;
-        r.id = s.id;
-        r.token = s.token;
-        r.src = s.local;
-        r.dst = s.peer;
-        r.private_data = to_u8(s.mpa->request().private_data);
-        if (s.mpa->request().enhanced) {
-          r.ird = s.mpa->request().enhanced->ird;
-          r.ord = s.mpa->request().enhanced->ord;
-        }
-        s.notified = true;
-        reply(s.client, r);
+    case iwarp::MpaState::AwaitRequest:
+    case iwarp::MpaState::AwaitReply: flush_output(s, false); return;
+    case iwarp::MpaState::RequestReceived: {
+      Msg r;
+      r.type = MsgType::ConnRequest;
+      r.id = s.id;
+      r.token = s.token;
+      r.src = s.local;
+      r.dst = s.peer;
+      r.private_data = to_u8(s.mpa->request().private_data);
+      if (s.mpa->request().enhanced) {
+        r.ird = s.mpa->request().enhanced->ird;
+        r.ord = s.mpa->request().enhanced->ord;
+      }
+      s.notified = true;
+      reply(s.client, r);
+      return;
+    }
+    case iwarp::MpaState::Established: {
+      flush_output(s, true);
+      Msg r;
+      r.type = MsgType::ConnectReply;
+      r.id = s.id;
+      r.src = s.local;
+      r.dst = s.peer;
+      r.private_data = to_u8(s.mpa->result().peer_private_data);
+      r.params = params_of(s.mpa->result(), iwarp::MpaRole::Initiator);
+      ++counters_.connected;
+      if (cfg_.first_fpdu_delay.count() > 0) {
+        // Hold the connection (unread: the peer's first bytes are the data path's) until
+        // expire() hands it over; see Config::first_fpdu_delay.
+        ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
+        s.held = std::move(r);
+        s.deadline = Clock::now() + cfg_.first_fpdu_delay;
         return;
       }
-      case iwarp::MpaState::Established: {
-        flush_output(s, true);
-        Msg r;
-        r.type = MsgType::ConnectReply;
-        r.id = s.id;
-        r.src = s.local;
-        r.dst = s.peer;
-        r.private_data = to_u8(s.mpa->result().peer_private_data);
-        r.params = params_of(s.mpa->result(), iwarp::MpaRole::Initiator);
-        ++counters_.connected;
-        if (cfg_.first_fpdu_delay.count() > 0) {
-          // Hold the connection (unread: the peer's first bytes are the data path's) until
-          // expire() hands it over; see Config::first_fpdu_delay.
-          ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, s.fd.get(), nullptr);
-          s.held = std::move(r);
-          s.deadline = Clock::now() + cfg_.first_fpdu_delay;
-          return;
-        }
-        hand_over(s, r);
-        return;
-      }
-      case iwarp::MpaState::Rejected:
-        ++counters_.rejected_by_peer;
-        connect_reply(s, ECONNREFUSED, "the peer rejected the connection");
-        close_session(s.fd.get());
-        return;
-      case iwarp::MpaState::Failed:
-        log("MPA with " + addr_string(s.peer) + " failed: " + s.mpa->error().message);
-        ++counters_.mpa_errors;
-        fail_session(s, ECONNRESET, s.mpa->error().message);
-        return;
+      hand_over(s, r);
+      return;
+    }
+    case iwarp::MpaState::Rejected:
+      ++counters_.rejected_by_peer;
+      connect_reply(s, ECONNREFUSED, "the peer rejected the connection");
+      close_session(s.fd.get());
+      return;
+    case iwarp::MpaState::Failed:
+      log("MPA with " + addr_string(s.peer) + " failed: " + s.mpa->error().message);
+      ++counters_.mpa_errors;
+      fail_session(s, ECONNRESET, s.mpa->error().message);
+      return;
     }
   }
 
@@ -621,25 +620,31 @@ class Daemon {
     const uid_t asker = cl != clients_.end() ? cl->second.uid : 0;
     auto mine = [&](uid_t owner) { return !any_user_ || asker == 0 || owner == asker; };
     auto age = [](Clock::time_point t) {
-      return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count()) + "s";
+      return std::to_string(
+                 std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - t).count()) +
+             "s";
     };
-    auto owner = [](pid_t pid) { return "pid " + std::to_string(pid) + " (" + process_name(pid) + ")"; };
+    auto owner = [](pid_t pid) {
+      return "pid " + std::to_string(pid) + " (" + process_name(pid) + ")";
+    };
     if (!connections_only) {
       const auto& p = cfg_.mpa;
-      out.push_back("uiwarpd pid " + std::to_string(::getpid()) + ", up " + age(started_) + ", socket " + socket_path_);
-      out.push_back("policy: MPA rev " + std::to_string(p.revision) + ", crc " + (p.crc ? "on" : "off") +
-                    ", markers " + (p.markers ? "on" : "off") + ", p2p " + (p.p2p ? "on" : "off") +
-                    ", ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord) +
-                    ", permissive " + (p.permissive ? "on" : "off") + ", startup timeout " +
-                    std::to_string(p.timeout.count()) + " ms");
+      out.push_back("uiwarpd pid " + std::to_string(::getpid()) + ", up " + age(started_) +
+                    ", socket " + socket_path_);
+      out.push_back("policy: MPA rev " + std::to_string(p.revision) + ", crc " +
+                    (p.crc ? "on" : "off") + ", markers " + (p.markers ? "on" : "off") + ", p2p " +
+                    (p.p2p ? "on" : "off") + ", ird " + std::to_string(p.ird) + " ord " +
+                    std::to_string(p.ord) + ", permissive " + (p.permissive ? "on" : "off") +
+                    ", startup timeout " + std::to_string(p.timeout.count()) + " ms");
       const auto& k = counters_;
       out.push_back("counters: connect " + std::to_string(k.connects) + " (established " +
                     std::to_string(k.connected) + ", failed " + std::to_string(k.connect_failed) +
                     ", rejected by peer " + std::to_string(k.rejected_by_peer) + "), requests " +
-                    std::to_string(k.requests) + " (accepted " + std::to_string(k.accepted) + ", rejected " +
-                    std::to_string(k.rejected) + "), MPA errors " + std::to_string(k.mpa_errors) +
-                    ", timeouts " + std::to_string(k.timeouts) + ", refused clients " +
-                    std::to_string(k.refused_clients) + ", link events " + std::to_string(k.link_events));
+                    std::to_string(k.requests) + " (accepted " + std::to_string(k.accepted) +
+                    ", rejected " + std::to_string(k.rejected) + "), MPA errors " +
+                    std::to_string(k.mpa_errors) + ", timeouts " + std::to_string(k.timeouts) +
+                    ", refused clients " + std::to_string(k.refused_clients) + ", link events " +
+                    std::to_string(k.link_events));
       out.push_back("clients: " + std::to_string(clients_.size()));
       std::vector<std::string> lines;
       for (const auto& [fd, l] : listeners_) {
@@ -655,7 +660,8 @@ class Daemon {
     // Forget connections the kernel no longer has (the application closed them).
     std::erase_if(handed_, [&](const Handed& h) {
       auto t = tcp.find({addr_string(h.local), addr_string(h.peer)});
-      return err.empty() && (t == tcp.end() || t->second.state == "time-wait" || t->second.state == "close");
+      return err.empty() &&
+             (t == tcp.end() || t->second.state == "time-wait" || t->second.state == "close");
     });
     out.push_back("connections: " +
                   std::to_string(std::count_if(handed_.begin(), handed_.end(),
@@ -663,28 +669,34 @@ class Daemon {
                   (err.empty() ? "" : " (TCP state unknown: " + err + ")"));
     for (const auto& h : handed_) {
       if (!mine(h.uid)) continue;
-      std::string line = "  " + addr_string(h.local) + " " + addr_string(h.peer) + " " + owner(h.pid) +
-                         " " + (h.params.initiator ? "active" : "passive") + " " + describe(h.params) +
-                         " age " + age(h.since);
+      std::string line = "  " + addr_string(h.local) + " " + addr_string(h.peer) + " " +
+                         owner(h.pid) + " " + (h.params.initiator ? "active" : "passive") + " " +
+                         describe(h.params) + " age " + age(h.since);
       if (auto t = tcp.find({addr_string(h.local), addr_string(h.peer)}); t != tcp.end())
-        line += " tcp " + t->second.state + " sendq " + std::to_string(t->second.send_queue) + " recvq " +
-                std::to_string(t->second.recv_queue) + " retrans " + std::to_string(t->second.retransmits) +
-                " rtt " + std::to_string(t->second.rtt_us) + "us";
+        line += " tcp " + t->second.state + " sendq " + std::to_string(t->second.send_queue) +
+                " recvq " + std::to_string(t->second.recv_queue) + " retrans " +
+                std::to_string(t->second.retransmits) + " rtt " + std::to_string(t->second.rtt_us) +
+                "us";
       out.push_back(line);
     }
     out.push_back("starting (MPA exchange): " + std::to_string(sessions_.size()));
     for (const auto& [fd, ss] : sessions_) {
       auto sc = clients_.find(ss.client);
       if (sc == clients_.end() || !mine(sc->second.uid)) continue;
-      std::string st = ss.connecting ? "tcp connect" : !ss.mpa ? "?" : ss.notified ? "awaiting accept"
-                       : ss.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply" : "awaiting MPA request";
+      std::string st = ss.connecting                                 ? "tcp connect"
+                       : !ss.mpa                                     ? "?"
+                       : ss.notified                                 ? "awaiting accept"
+                       : ss.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply"
+                                                                     : "awaiting MPA request";
       out.push_back("  " + addr_string(ss.local) + " " + addr_string(ss.peer) + " " + st);
     }
     if (!connections_only) {
       out.push_back("links:");
-      for (auto& l : net_.snapshot()) out.push_back("  " + l);
+      for (auto& l : net_.snapshot())
+        out.push_back("  " + l);
       if (!recent_.empty()) out.push_back("recent link events:");
-      for (auto& l : recent_) out.push_back("  " + l);
+      for (auto& l : recent_)
+        out.push_back("  " + l);
     }
     for (auto& line : out) {
       Msg m;
@@ -729,7 +741,7 @@ class Daemon {
   bool stop_ = false;
   Clock::time_point started_ = Clock::now();
   Counters counters_;
-  std::deque<std::string> recent_;  // the last link and address changes
+  std::deque<std::string> recent_; // the last link and address changes
   std::vector<Handed> handed_;
   std::map<int, Client> clients_;
   std::map<int, Listener> listeners_;
@@ -758,7 +770,7 @@ int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
   return rc;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv) {
   Config cfg;
@@ -767,7 +779,8 @@ int main(int argc, char** argv) {
   bool daemonize = false;
   CLI::App app{"uiwarpd: the uiwarp iWARP connection manager"};
   app.add_option("-c,--config", config_file, "configuration file")->capture_default_str();
-  app.add_option("-s,--socket", socket_path, "Unix socket (default: in the uiwarp state directory)");
+  app.add_option("-s,--socket", socket_path,
+                 "Unix socket (default: in the uiwarp state directory)");
   app.add_flag("-d,--daemon", daemonize, "detach and run in the background");
   add_policy_options(app, cfg);
   CLI11_PARSE(app, argc, argv);
@@ -828,6 +841,6 @@ int main(int argc, char** argv) {
   return serve(std::move(cfg), std::move(s), false, socket_path);
 }
 
-}  // namespace uiwarp::cm
+} // namespace uiwarp::cm
 
 int main(int argc, char** argv) { return uiwarp::cm::main(argc, argv); }

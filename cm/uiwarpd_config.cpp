@@ -21,10 +21,14 @@ bool parse_rtr(const std::string& v, iwarp::RtrSet* out) {
   std::stringstream ss(v);
   std::string t;
   while (std::getline(ss, t, ',')) {
-    if (t == "send") r.send = true;
-    else if (t == "write") r.write = true;
-    else if (t == "read") r.read = true;
-    else return false;
+    if (t == "send")
+      r.send = true;
+    else if (t == "write")
+      r.write = true;
+    else if (t == "read")
+      r.read = true;
+    else
+      return false;
   }
   if (!r.any()) return false;
   *out = r;
@@ -35,7 +39,8 @@ bool parse_rtr(const std::string& v, iwarp::RtrSet* out) {
 using Setter = std::function<bool(Config&, const std::string&)>;
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> m = {
-      {"mpa-revision", [](Config& c, const std::string& v) {
+      {"mpa-revision",
+       [](Config& c, const std::string& v) {
          if (v != "1" && v != "2") return false;
          c.mpa.revision = static_cast<std::uint8_t>(v[0] - '0');
          return true;
@@ -44,27 +49,33 @@ const std::map<std::string, Setter>& setters() {
       {"markers", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.markers); }},
       {"p2p", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.p2p); }},
       {"rtr", [](Config& c, const std::string& v) { return parse_rtr(v, &c.mpa.rtr); }},
-      {"ird", [](Config& c, const std::string& v) {
+      {"ird",
+       [](Config& c, const std::string& v) {
          int n = std::stoi(v);
          if (n < 0 || n > 128) return false;
          c.mpa.ird = static_cast<std::uint16_t>(n);
          return true;
        }},
-      {"ord", [](Config& c, const std::string& v) {
+      {"ord",
+       [](Config& c, const std::string& v) {
          int n = std::stoi(v);
          if (n < 0 || n > 128) return false;
          c.mpa.ord = static_cast<std::uint16_t>(n);
          return true;
        }},
-      {"permissive", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
-      {"large-fpdu", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
-      {"first-fpdu-delay-ms", [](Config& c, const std::string& v) {
+      {"permissive",
+       [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
+      {"large-fpdu",
+       [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
+      {"first-fpdu-delay-ms",
+       [](Config& c, const std::string& v) {
          long n = std::stol(v);
          if (n < 0 || n > 10000) return false;
          c.first_fpdu_delay = std::chrono::milliseconds(n);
          return true;
        }},
-      {"startup-timeout-ms", [](Config& c, const std::string& v) {
+      {"startup-timeout-ms",
+       [](Config& c, const std::string& v) {
          long n = std::stol(v);
          if (n <= 0) return false;
          c.mpa.timeout = std::chrono::milliseconds(n);
@@ -84,12 +95,13 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
       ok = false;
     }
   }
-  if (!ok) *err = it == setters().end() ? "unknown setting '" + key + "'"
-                                        : "bad value '" + value + "' for " + key;
+  if (!ok)
+    *err = it == setters().end() ? "unknown setting '" + key + "'"
+                                 : "bad value '" + value + "' for " + key;
   return ok;
 }
 
-}  // namespace
+} // namespace
 
 void add_policy_options(CLI::App& app, Config& cfg) {
   for (const auto& [key, set] : setters()) {
@@ -107,7 +119,7 @@ void add_policy_options(CLI::App& app, Config& cfg) {
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err) {
   std::ifstream in(file);
   if (!in) {
-    if (file == kDefaultConfigFile) return true;  // optional
+    if (file == kDefaultConfigFile) return true; // optional
     *err = "cannot read " + file;
     return false;
   }
@@ -126,7 +138,7 @@ bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std:
       return false;
     }
     std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    if (app.count("--" + key)) continue;  // the command line wins
+    if (app.count("--" + key)) continue; // the command line wins
     if (!apply(cfg, key, value, err)) {
       *err = file + ":" + std::to_string(n) + ": " + *err;
       return false;
@@ -135,4 +147,4 @@ bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std:
   return true;
 }
 
-}  // namespace uiwarp::cm
+} // namespace uiwarp::cm

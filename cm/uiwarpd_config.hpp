@@ -4,10 +4,10 @@
 // overridden by command-line flags of the same names.
 #pragma once
 
+#include "iwarp/mpa_startup.hpp"
+
 #include <CLI/CLI.hpp>
 #include <string>
-
-#include "iwarp/mpa_startup.hpp"
 
 namespace uiwarp::cm {
 
@@ -34,4 +34,4 @@ void add_policy_options(CLI::App& app, Config& cfg);
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);
 
-}  // namespace uiwarp::cm
+} // namespace uiwarp::cm

@@ -23,6 +23,7 @@
 // async-signal-safe. The real functions come from dlsym(RTLD_NEXT).
 #undef _FORTIFY_SOURCE
 #include "uiwarp/shim.h"
+
 #include "ucma.hpp"
 
 #include <atomic>
@@ -104,11 +105,11 @@ RealSym r_write{"write"}, r_close{"close"}, r_dup{"dup"}, r_dup2{"dup2"}, r_dup3
 RealSym r_fcntl{"fcntl"}, r_fcntl64{"fcntl64"}, r_socket{"socket"};
 
 RealSym* const kAllSyms[] = {
-    &r_open,     &r_open64,     &r_openat, &r_openat64, &r_open_2, &r_open64_2,
-    &r_openat_2, &r_openat64_2, &r_stat,   &r_stat64,   &r_lstat,  &r_lstat64,
-    &r_fstatat,  &r_fstatat64,  &r_xstat,  &r_xstat64,  &r_lxstat, &r_lxstat64,
-    &r_fxstatat, &r_fxstatat64, &r_statx,  &r_write,    &r_close,  &r_dup,
-    &r_dup2,     &r_dup3,       &r_fcntl,  &r_fcntl64,  &r_socket, &r_fstat, &r_fstat64,
+    &r_open,       &r_open64,  &r_openat,  &r_openat64, &r_open_2,   &r_open64_2,   &r_openat_2,
+    &r_openat64_2, &r_stat,    &r_stat64,  &r_lstat,    &r_lstat64,  &r_fstatat,    &r_fstatat64,
+    &r_xstat,      &r_xstat64, &r_lxstat,  &r_lxstat64, &r_fxstatat, &r_fxstatat64, &r_statx,
+    &r_write,      &r_close,   &r_dup,     &r_dup2,     &r_dup3,     &r_fcntl,      &r_fcntl64,
+    &r_socket,     &r_fstat,   &r_fstat64,
 };
 
 template <typename F> F real(RealSym& s) { return reinterpret_cast<F>(resolve(s)); }
@@ -132,9 +133,7 @@ int sys_stat(const char* path, struct stat* st) {
 }
 
 // Our own fstat calls must not come back through the fstat interposer (g_mu may be held).
-int sys_fstat(int fd, struct stat* st) {
-  return static_cast<int>(syscall(SYS_fstat, fd, st));
-}
+int sys_fstat(int fd, struct stat* st) { return static_cast<int>(syscall(SYS_fstat, fd, st)); }
 
 int enosys() {
   errno = ENOSYS;
@@ -714,7 +713,7 @@ SHIM_EXPORT int fstat64(int fd, struct stat64* buf) noexcept {
   if (!f) return enosys();
   int r = f(fd, buf);
   if (r == 0 && kind_of(fd) == kUcma) {
-    struct stat st{};
+    struct stat st {};
     uiwarp::ucma::fix_stat(&st);
     buf->st_mode = st.st_mode;
     buf->st_rdev = st.st_rdev;

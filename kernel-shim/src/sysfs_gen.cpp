@@ -150,7 +150,6 @@ std::uint64_t guid_from_mac(const std::array<std::uint8_t, 6>& mac) {
   return g;
 }
 
-
 std::string format_gid(const std::array<std::uint8_t, 16>& gid) {
   std::string s;
   char buf[8];

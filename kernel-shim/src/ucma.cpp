@@ -10,25 +10,13 @@
 // Connection set-up is uiwarpd's (cm/cm_proto.hpp); the connected socket goes
 // to the provider through the ops it registered (provider_api.h).
 #include "ucma.hpp"
-#include "uiwarp/guid.hpp"
 
-#include <arpa/inet.h>
-#include <endian.h>
-#include <fcntl.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
-#include <infiniband/verbs.h>
-#include <rdma/ib_user_verbs.h>
-#include <rdma/rdma_user_cm.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-#include <sys/un.h>
-#include <unistd.h>
+#include "cm_proto.hpp"
+#include "uiwarp/guid.hpp"
+#include "uiwarp/provider_api.h"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -36,17 +24,28 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <endian.h>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
+#include <ifaddrs.h>
+#include <infiniband/verbs.h>
 #include <map>
 #include <mutex>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <optional>
+#include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_cm.h>
 #include <string>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
-
-#include "cm_proto.hpp"
-#include "uiwarp/provider_api.h"
 
 namespace uiwarp::ucma {
 
@@ -78,7 +77,7 @@ int sys_close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
 
 struct Device {
   std::string name, netdev;
-  std::uint64_t guid_be = 0;  // as ibv_get_device_guid() returns it
+  std::uint64_t guid_be = 0; // as ibv_get_device_guid() returns it
 };
 
 std::vector<Device> devices() {
@@ -86,7 +85,8 @@ std::vector<Device> devices() {
   const char* sysfs = std::getenv("SYSFS_PATH");
   if (!sysfs) return out;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(sysfs) + "/class/infiniband", ec)) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(sysfs) + "/class/infiniband", ec)) {
     Device d;
     d.name = e.path().filename();
     std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid");
@@ -98,7 +98,8 @@ std::vector<Device> devices() {
     d.guid_be = htobe64(*guid);
     out.push_back(d);
   }
-  std::sort(out.begin(), out.end(), [](const Device& l, const Device& r) { return l.name < r.name; });
+  std::sort(out.begin(), out.end(),
+            [](const Device& l, const Device& r) { return l.name < r.name; });
   return out;
 }
 
@@ -170,7 +171,7 @@ void to_abi(void* p, std::size_t max, const sockaddr_storage& a) {
 
 struct Event {
   rdma_ucm_event_resp resp{};
-  std::uint32_t charged_to = 0;  // the id whose events_reported counts it
+  std::uint32_t charged_to = 0; // the id whose events_reported counts it
 };
 
 struct Channel {
@@ -186,24 +187,24 @@ struct Id {
   sockaddr_storage src{}, dst{};
   bool addr_resolved = false;
   bool listening = false;
-  bool iw = false;           // has an iw_cm id (kernel): connect, listen or a request child
+  bool iw = false; // has an iw_cm id (kernel): connect, listen or a request child
   bool child = false;
-  std::uint64_t token = 0;   // child: uiwarpd's handle for Accept/Reject
+  std::uint64_t token = 0; // child: uiwarpd's handle for Accept/Reject
   bool accepted = false;
   bool connecting = false;
   bool connected = false;
-  bool disconnected = false;  // DISCONNECTED reported
+  bool disconnected = false; // DISCONNECTED reported
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
   std::optional<Device> dev;
-  int tos = -1;     // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
-  int afonly = -1;  // RDMA_OPTION_ID_AFONLY, applied to the listener (IPV6_V6ONLY)
+  int tos = -1;    // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
+  int afonly = -1; // RDMA_OPTION_ID_AFONLY, applied to the listener (IPV6_V6ONLY)
 };
 
 class Ucma {
- public:
+public:
   static Ucma& get() {
-    static Ucma* u = new Ucma;  // never destroyed: other threads may still be inside
+    static Ucma* u = new Ucma; // never destroyed: other threads may still be inside
     return *u;
   }
 
@@ -248,7 +249,7 @@ class Ucma {
     }
   }
 
- private:
+private:
   Ucma() = default;
 
   // ---- events ----
@@ -256,7 +257,7 @@ class Ucma {
     auto ch = channels_.find(id.channel);
     if (ch == channels_.end()) return;
     if (!e.resp.uid) e.resp.uid = id.uid;
-    if (!e.resp.id) e.resp.id = id.handle;  // a CONNECT_REQUEST names the new id instead
+    if (!e.resp.id) e.resp.id = id.handle; // a CONNECT_REQUEST names the new id instead
     e.resp.event = event;
     e.resp.status = static_cast<std::uint32_t>(status);
     if (!e.charged_to) e.charged_to = id.handle;
@@ -275,7 +276,7 @@ class Ucma {
         Event e = ch->second.q.front();
         ch->second.q.pop_front();
         std::uint64_t v;
-        [[maybe_unused]] ssize_t n = sys_read(fd, &v, sizeof v);  // one per event (semaphore)
+        [[maybe_unused]] ssize_t n = sys_read(fd, &v, sizeof v); // one per event (semaphore)
         auto it = ids_.find(e.charged_to);
         if (it != ids_.end()) ++it->second.events_reported;
         std::memcpy(reinterpret_cast<void*>(cmd.response), &e.resp, sizeof e.resp);
@@ -331,7 +332,8 @@ class Ucma {
           return m;
         }
       }
-      if (daemon_fd_ < 0 || cv_.wait_until(lock, until) == std::cv_status::timeout) return std::nullopt;
+      if (daemon_fd_ < 0 || cv_.wait_until(lock, until) == std::cv_status::timeout)
+        return std::nullopt;
     }
   }
 
@@ -349,18 +351,21 @@ class Ucma {
         return;
       }
       switch (m->type) {
-        case MsgType::ListenReply:
-        case MsgType::ResolveReply: replies_.push_back(std::move(*m)); cv_.notify_all(); break;
-        case MsgType::AcceptReply:
-          m->backlog = static_cast<std::uint32_t>(fd);  // carry the fd to the waiter
-          replies_.push_back(std::move(*m));
-          cv_.notify_all();
-          break;
-        case MsgType::ConnRequest: conn_request(*m); break;
-        case MsgType::ConnectReply: connect_reply(*m, fd, lock); break;
-        default:
-          if (fd >= 0) sys_close(fd);
-          break;
+      case MsgType::ListenReply:
+      case MsgType::ResolveReply:
+        replies_.push_back(std::move(*m));
+        cv_.notify_all();
+        break;
+      case MsgType::AcceptReply:
+        m->backlog = static_cast<std::uint32_t>(fd); // carry the fd to the waiter
+        replies_.push_back(std::move(*m));
+        cv_.notify_all();
+        break;
+      case MsgType::ConnRequest: conn_request(*m); break;
+      case MsgType::ConnectReply: connect_reply(*m, fd, lock); break;
+      default:
+        if (fd >= 0) sys_close(fd);
+        break;
       }
     }
   }
@@ -373,10 +378,12 @@ class Ucma {
     bool told = false;
     for (auto& [h, id] : ids_) {
       if (id.listening)
-        std::fprintf(stderr, "uiwarp: uiwarpd went away; the listener on %s takes no new connections\n",
+        std::fprintf(stderr,
+                     "uiwarp: uiwarpd went away; the listener on %s takes no new connections\n",
                      cm::addr_string(id.src).c_str());
       if (!id.connecting || id.connected) continue;
-      if (!told) std::fprintf(stderr, "uiwarp: uiwarpd went away while connecting; connect failed\n");
+      if (!told)
+        std::fprintf(stderr, "uiwarp: uiwarpd went away while connecting; connect failed\n");
       told = true;
       id.connecting = false;
       queue(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNABORTED);
@@ -396,7 +403,7 @@ class Ucma {
     }
     Id child;
     child.handle = next_handle_++;
-    child.uid = listener->uid;  // until ACCEPT names the child's own uid
+    child.uid = listener->uid; // until ACCEPT names the child's own uid
     child.channel = listener->channel;
     child.ps = listener->ps;
     child.qp_type = listener->qp_type;
@@ -408,9 +415,10 @@ class Ucma {
     child.token = m.token;
     child.dev = listener->dev ? listener->dev : device_for(m.src);
     Event e;
-    e.charged_to = listener->handle;  // counts against the listener (DESTROY_ID)
+    e.charged_to = listener->handle; // counts against the listener (DESTROY_ID)
     rdma_ucm_conn_param& c = e.resp.param.conn;
-    c.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
+    c.private_data_len = static_cast<std::uint8_t>(
+        std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
     std::memcpy(c.private_data, m.private_data.data(), c.private_data_len);
     // cma_iw_handler: the peer's IRD bounds our ORD and vice versa.
     c.initiator_depth = static_cast<std::uint8_t>(std::min<std::uint32_t>(m.ird, 255));
@@ -430,13 +438,16 @@ class Ucma {
     id.connecting = false;
     Event e;
     rdma_ucm_conn_param& c = e.resp.param.conn;
-    c.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
+    c.private_data_len = static_cast<std::uint8_t>(
+        std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
     std::memcpy(c.private_data, m.private_data.data(), c.private_data_len);
     c.initiator_depth = static_cast<std::uint8_t>(std::min<std::uint32_t>(m.params.peer_ird, 255));
-    c.responder_resources = static_cast<std::uint8_t>(std::min<std::uint32_t>(m.params.peer_ord, 255));
+    c.responder_resources =
+        static_cast<std::uint8_t>(std::min<std::uint32_t>(m.params.peer_ord, 255));
     if (m.status) {
       if (!m.reason.empty()) std::fprintf(stderr, "uiwarp: %s\n", m.reason.c_str());
-      std::uint32_t ev = (m.status == ECONNREFUSED || m.status == ECONNRESET) ? RDMA_CM_EVENT_REJECTED
+      std::uint32_t ev = (m.status == ECONNREFUSED || m.status == ECONNRESET)
+                             ? RDMA_CM_EVENT_REJECTED
                          : m.status == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
                                                  : RDMA_CM_EVENT_CONNECT_ERROR;
       queue(id, ev, -m.status, e);
@@ -456,13 +467,15 @@ class Ucma {
   }
 
   // Hands `fd` to the provider's QP (lock released: the provider may call back).
-  int attach(std::uint32_t qp_num, int fd, const cm::ConnParams& p, std::unique_lock<std::mutex>& lock) {
+  int attach(std::uint32_t qp_num, int fd, const cm::ConnParams& p,
+             std::unique_lock<std::mutex>& lock) {
     const uiwarp_provider_ops* ops = provider_;
     if (!ops) {
       sys_close(fd);
       return ENODEV;
     }
-    uiwarp_conn_params cp{p.version, p.crc, p.markers_tx, p.markers_rx, p.ird, p.ord, p.initiator, p.rtr, 0};
+    uiwarp_conn_params cp{p.version, p.crc, p.markers_tx, p.markers_rx, p.ird, p.ord, p.initiator,
+                          p.rtr,     0};
     lock.unlock();
     int err = ops->attach(qp_num, fd, &cp);
     lock.lock();
@@ -479,7 +492,7 @@ class Ucma {
       cm::send_msg(daemon_fd_, m);
     }
     if (id.child && !id.accepted) {
-      Msg m;  // the kernel rejects a request whose id is destroyed unanswered
+      Msg m; // the kernel rejects a request whose id is destroyed unanswered
       m.type = MsgType::Reject;
       m.token = id.token;
       cm::send_msg(daemon_fd_, m);
@@ -500,20 +513,18 @@ class Ucma {
   std::deque<Msg> replies_;
   const uiwarp_provider_ops* provider_ = nullptr;
 
- public:
+public:
   int do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::size_t n,
                  std::unique_lock<std::mutex>& lock);
 };
 
-template <class T>
-bool read_cmd(const std::uint8_t* in, std::size_t n, T* out) {
+template <class T> bool read_cmd(const std::uint8_t* in, std::size_t n, T* out) {
   if (n < sizeof *out) return false;
   std::memcpy(out, in, sizeof *out);
   return true;
 }
 
-template <class T>
-void respond(std::uint64_t ptr, const T& resp) {
+template <class T> void respond(std::uint64_t ptr, const T& resp) {
   std::memcpy(reinterpret_cast<void*>(ptr), &resp, sizeof resp);
 }
 
@@ -537,387 +548,392 @@ ssize_t Ucma::command(int fd, const void* buf, std::size_t len) {
 int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::size_t n,
                      std::unique_lock<std::mutex>& lock) {
   switch (cmd) {
-    case RDMA_USER_CM_CMD_CREATE_ID: {
-      rdma_ucm_create_id c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      if (c.ps != RDMA_PS_TCP || c.qp_type != IBV_QPT_RC) return EPROTONOSUPPORT;  // iWARP: RC over TCP
-      Id id;
-      id.handle = next_handle_++;
-      id.uid = c.uid;
-      id.channel = fd;
-      id.ps = c.ps;
-      id.qp_type = c.qp_type;
-      ids_[id.handle] = id;
-      respond(c.response, rdma_ucm_create_id_resp{id.handle});
-      return 0;
-    }
-    case RDMA_USER_CM_CMD_DESTROY_ID: {
-      rdma_ucm_destroy_id c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      // Undelivered events of the id go with it.
-      auto& q = channels_[id->channel].q;
-      for (auto it = q.begin(); it != q.end();) {
-        if (it->resp.id == c.id || (it->charged_to == c.id)) {
-          std::uint64_t v;
-          [[maybe_unused]] ssize_t r = sys_read(id->channel, &v, sizeof v);
-          it = q.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      release(*id);
-      respond(c.response, rdma_ucm_destroy_id_resp{id->events_reported});
-      ids_.erase(c.id);
-      return 0;
-    }
-    case RDMA_USER_CM_CMD_BIND_IP: {
-      rdma_ucm_bind_ip c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      sockaddr_storage a = from_abi(&c.addr, sizeof c.addr);
-      if (!a.ss_family) return EAFNOSUPPORT;
-      id->src = a;
-      id->dev = device_for(a);
-      if (!id->dev) return EADDRNOTAVAIL;  // no uiwarp device on that address's netdev
-      return 0;
-    }
-    case RDMA_USER_CM_CMD_BIND: {
-      rdma_ucm_bind c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      sockaddr_storage a = from_abi(&c.addr, std::min<std::size_t>(c.addr_size, sizeof c.addr));
-      if (!a.ss_family) return EAFNOSUPPORT;  // AF_IB: librdmacm then uses the IP commands
-      id->src = a;
-      id->dev = device_for(a);
-      return id->dev ? 0 : EADDRNOTAVAIL;
-    }
-    case RDMA_USER_CM_CMD_RESOLVE_IP:
-    case RDMA_USER_CM_CMD_RESOLVE_ADDR: {
-      sockaddr_storage src{}, dst{};
-      std::uint32_t handle;
-      if (cmd == RDMA_USER_CM_CMD_RESOLVE_IP) {
-        rdma_ucm_resolve_ip c;
-        if (!read_cmd(in, n, &c)) return EINVAL;
-        src = from_abi(&c.src_addr, sizeof c.src_addr);
-        dst = from_abi(&c.dst_addr, sizeof c.dst_addr);
-        handle = c.id;
+  case RDMA_USER_CM_CMD_CREATE_ID: {
+    rdma_ucm_create_id c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    if (c.ps != RDMA_PS_TCP || c.qp_type != IBV_QPT_RC)
+      return EPROTONOSUPPORT; // iWARP: RC over TCP
+    Id id;
+    id.handle = next_handle_++;
+    id.uid = c.uid;
+    id.channel = fd;
+    id.ps = c.ps;
+    id.qp_type = c.qp_type;
+    ids_[id.handle] = id;
+    respond(c.response, rdma_ucm_create_id_resp{id.handle});
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_DESTROY_ID: {
+    rdma_ucm_destroy_id c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    // Undelivered events of the id go with it.
+    auto& q = channels_[id->channel].q;
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->resp.id == c.id || (it->charged_to == c.id)) {
+        std::uint64_t v;
+        [[maybe_unused]] ssize_t r = sys_read(id->channel, &v, sizeof v);
+        it = q.erase(it);
       } else {
-        rdma_ucm_resolve_addr c;
-        if (!read_cmd(in, n, &c)) return EINVAL;
-        src = from_abi(&c.src_addr, std::min<std::size_t>(c.src_size, sizeof c.src_addr));
-        dst = from_abi(&c.dst_addr, std::min<std::size_t>(c.dst_size, sizeof c.dst_addr));
-        handle = c.id;
+        ++it;
       }
-      Id* id = find(handle);
-      if (!id) return EINVAL;
-      if (!dst.ss_family) return EAFNOSUPPORT;
-      if (!src.ss_family && id->src.ss_family) src = id->src;
-      // The route's source address, as the kernel's routing picks it: uiwarpd asks rtnetlink.
-      int status = 0;
-      if (!src.ss_family || is_wildcard(src)) {
-        std::uint16_t port = src.ss_family ? port_of(src) : 0;
-        Msg m;
-        m.type = MsgType::Resolve;
-        m.id = handle;
-        m.dst = dst;
-        status = to_daemon(m);
-        if (!status) {
-          auto r = await(MsgType::ResolveReply, handle, lock);
-          id = find(handle);
-          if (!id) return EINVAL;
-          if (!r) {
-            status = ETIMEDOUT;
-          } else if (r->status) {
-            status = r->status;
-            std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
-          } else {
-            src = r->src;
-          }
-        }
-        set_port(src, port);
-      }
+    }
+    release(*id);
+    respond(c.response, rdma_ucm_destroy_id_resp{id->events_reported});
+    ids_.erase(c.id);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_BIND_IP: {
+    rdma_ucm_bind_ip c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    sockaddr_storage a = from_abi(&c.addr, sizeof c.addr);
+    if (!a.ss_family) return EAFNOSUPPORT;
+    id->src = a;
+    id->dev = device_for(a);
+    if (!id->dev) return EADDRNOTAVAIL; // no uiwarp device on that address's netdev
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_BIND: {
+    rdma_ucm_bind c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    sockaddr_storage a = from_abi(&c.addr, std::min<std::size_t>(c.addr_size, sizeof c.addr));
+    if (!a.ss_family) return EAFNOSUPPORT; // AF_IB: librdmacm then uses the IP commands
+    id->src = a;
+    id->dev = device_for(a);
+    return id->dev ? 0 : EADDRNOTAVAIL;
+  }
+  case RDMA_USER_CM_CMD_RESOLVE_IP:
+  case RDMA_USER_CM_CMD_RESOLVE_ADDR: {
+    sockaddr_storage src{}, dst{};
+    std::uint32_t handle;
+    if (cmd == RDMA_USER_CM_CMD_RESOLVE_IP) {
+      rdma_ucm_resolve_ip c;
+      if (!read_cmd(in, n, &c)) return EINVAL;
+      src = from_abi(&c.src_addr, sizeof c.src_addr);
+      dst = from_abi(&c.dst_addr, sizeof c.dst_addr);
+      handle = c.id;
+    } else {
+      rdma_ucm_resolve_addr c;
+      if (!read_cmd(in, n, &c)) return EINVAL;
+      src = from_abi(&c.src_addr, std::min<std::size_t>(c.src_size, sizeof c.src_addr));
+      dst = from_abi(&c.dst_addr, std::min<std::size_t>(c.dst_size, sizeof c.dst_addr));
+      handle = c.id;
+    }
+    Id* id = find(handle);
+    if (!id) return EINVAL;
+    if (!dst.ss_family) return EAFNOSUPPORT;
+    if (!src.ss_family && id->src.ss_family) src = id->src;
+    // The route's source address, as the kernel's routing picks it: uiwarpd asks rtnetlink.
+    int status = 0;
+    if (!src.ss_family || is_wildcard(src)) {
+      std::uint16_t port = src.ss_family ? port_of(src) : 0;
+      Msg m;
+      m.type = MsgType::Resolve;
+      m.id = handle;
+      m.dst = dst;
+      status = to_daemon(m);
       if (!status) {
-        id->dev = device_for(src);
-        if (!id->dev) status = ENODEV;  // no uiwarp device on the route's netdev
+        auto r = await(MsgType::ResolveReply, handle, lock);
+        id = find(handle);
+        if (!id) return EINVAL;
+        if (!r) {
+          status = ETIMEDOUT;
+        } else if (r->status) {
+          status = r->status;
+          std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+        } else {
+          src = r->src;
+        }
       }
-      id->src = src;
-      id->dst = dst;
-      id->addr_resolved = status == 0;
-      queue(*id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED, -status);
-      return 0;
+      set_port(src, port);
     }
-    case RDMA_USER_CM_CMD_RESOLVE_ROUTE: {
-      rdma_ucm_resolve_route c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      if (!id->addr_resolved) return EINVAL;
-      queue(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
-      return 0;
+    if (!status) {
+      id->dev = device_for(src);
+      if (!id->dev) status = ENODEV; // no uiwarp device on the route's netdev
     }
-    case RDMA_USER_CM_CMD_QUERY_ROUTE: {
-      rdma_ucm_query c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      rdma_ucm_query_route_resp r{};
+    id->src = src;
+    id->dst = dst;
+    id->addr_resolved = status == 0;
+    queue(*id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED, -status);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_RESOLVE_ROUTE: {
+    rdma_ucm_resolve_route c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    if (!id->addr_resolved) return EINVAL;
+    queue(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_QUERY_ROUTE: {
+    rdma_ucm_query c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    rdma_ucm_query_route_resp r{};
+    if (id->dev) r.node_guid = id->dev->guid_be;
+    to_abi(&r.src_addr, sizeof r.src_addr, id->src);
+    to_abi(&r.dst_addr, sizeof r.dst_addr, id->dst);
+    r.num_paths = 0; // iWARP has no IB path records
+    r.port_num = id->dev ? 1 : 0;
+    r.ibdev_index = 0xffffffff;
+    respond(c.response, r);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_QUERY: {
+    rdma_ucm_query c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    if (c.option == RDMA_USER_CM_QUERY_ADDR) {
+      rdma_ucm_query_addr_resp r{};
       if (id->dev) r.node_guid = id->dev->guid_be;
+      r.port_num = id->dev ? 1 : 0;
+      r.src_size = static_cast<std::uint16_t>(addr_len(id->src));
+      r.dst_size = static_cast<std::uint16_t>(addr_len(id->dst));
       to_abi(&r.src_addr, sizeof r.src_addr, id->src);
       to_abi(&r.dst_addr, sizeof r.dst_addr, id->dst);
-      r.num_paths = 0;  // iWARP has no IB path records
-      r.port_num = id->dev ? 1 : 0;
       r.ibdev_index = 0xffffffff;
       respond(c.response, r);
       return 0;
     }
-    case RDMA_USER_CM_CMD_QUERY: {
-      rdma_ucm_query c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      if (c.option == RDMA_USER_CM_QUERY_ADDR) {
-        rdma_ucm_query_addr_resp r{};
-        if (id->dev) r.node_guid = id->dev->guid_be;
-        r.port_num = id->dev ? 1 : 0;
-        r.src_size = static_cast<std::uint16_t>(addr_len(id->src));
-        r.dst_size = static_cast<std::uint16_t>(addr_len(id->dst));
-        to_abi(&r.src_addr, sizeof r.src_addr, id->src);
-        to_abi(&r.dst_addr, sizeof r.dst_addr, id->dst);
-        r.ibdev_index = 0xffffffff;
-        respond(c.response, r);
-        return 0;
-      }
-      if (c.option == RDMA_USER_CM_QUERY_PATH) {
-        rdma_ucm_query_path_resp r{};
-        respond(c.response, r);
-        return 0;
-      }
-      return ENOSYS;
-    }
-    case RDMA_USER_CM_CMD_INIT_QP_ATTR: {
-      rdma_ucm_init_qp_attr c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      // iw_cm_init_qp_attr (kernel): INIT/RTR: STATE|ACCESS|PORT, access granted
-      // only once an iw_cm id exists; RTS: PORT alone, no state change.
-      ib_uverbs_qp_attr r{};
-      r.qp_state = c.qp_state;
-      r.port_num = 1;
-      switch (c.qp_state) {
-        case IBV_QPS_INIT:
-        case IBV_QPS_RTR:
-          r.qp_attr_mask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT;
-          r.qp_access_flags = id->iw ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                           IBV_ACCESS_REMOTE_READ
-                                     : 0;
-          break;
-        case IBV_QPS_RTS: r.qp_attr_mask = IBV_QP_PORT; break;
-        default: return EINVAL;
-      }
+    if (c.option == RDMA_USER_CM_QUERY_PATH) {
+      rdma_ucm_query_path_resp r{};
       respond(c.response, r);
       return 0;
     }
-    case RDMA_USER_CM_CMD_LISTEN: {
-      rdma_ucm_listen c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id || !id->src.ss_family) return EINVAL;
-      if (id->listening) return 0;
-      Msg m;
-      m.type = MsgType::Listen;
-      m.id = c.id;
-      m.src = id->src;
-      m.backlog = c.backlog;
-      m.tos = id->tos;
-      m.afonly = id->afonly;
-      if (int err = to_daemon(m)) return err;
-      auto r = await(MsgType::ListenReply, c.id, lock);
-      id = find(c.id);
-      if (!r) return ETIMEDOUT;
-      if (!id) return EINVAL;
-      if (r->status) {
-        std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
-        return r->status;
-      }
-      id->src = r->src;
-      id->listening = id->iw = true;
+    return ENOSYS;
+  }
+  case RDMA_USER_CM_CMD_INIT_QP_ATTR: {
+    rdma_ucm_init_qp_attr c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    // iw_cm_init_qp_attr (kernel): INIT/RTR: STATE|ACCESS|PORT, access granted
+    // only once an iw_cm id exists; RTS: PORT alone, no state change.
+    ib_uverbs_qp_attr r{};
+    r.qp_state = c.qp_state;
+    r.port_num = 1;
+    switch (c.qp_state) {
+    case IBV_QPS_INIT:
+    case IBV_QPS_RTR:
+      r.qp_attr_mask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT;
+      r.qp_access_flags =
+          id->iw ? IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ : 0;
+      break;
+    case IBV_QPS_RTS: r.qp_attr_mask = IBV_QP_PORT; break;
+    default: return EINVAL;
+    }
+    respond(c.response, r);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_LISTEN: {
+    rdma_ucm_listen c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id || !id->src.ss_family) return EINVAL;
+    if (id->listening) return 0;
+    Msg m;
+    m.type = MsgType::Listen;
+    m.id = c.id;
+    m.src = id->src;
+    m.backlog = c.backlog;
+    m.tos = id->tos;
+    m.afonly = id->afonly;
+    if (int err = to_daemon(m)) return err;
+    auto r = await(MsgType::ListenReply, c.id, lock);
+    id = find(c.id);
+    if (!r) return ETIMEDOUT;
+    if (!id) return EINVAL;
+    if (r->status) {
+      std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+      return r->status;
+    }
+    id->src = r->src;
+    id->listening = id->iw = true;
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_CONNECT: {
+    rdma_ucm_connect c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
+    Msg m;
+    m.type = MsgType::Connect;
+    m.id = c.id;
+    m.src = id->src;
+    m.dst = id->dst;
+    m.private_data.assign(
+        c.conn_param.private_data,
+        c.conn_param.private_data +
+            std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
+    m.ird = c.conn_param.responder_resources;
+    m.ord = c.conn_param.initiator_depth;
+    m.tos = id->tos;
+    id->qp_num = c.conn_param.qp_num;
+    id->connecting = id->iw = true;
+    if (int err = to_daemon(m)) {
+      id->connecting = false;
+      return err;
+    }
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_ACCEPT: {
+    rdma_ucm_accept c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id || !id->child || id->accepted) return EINVAL;
+    id->uid = c.uid; // from now on the child's events carry its own uid
+    id->qp_num = c.conn_param.qp_num;
+    id->accepted = true;
+    Msg m;
+    m.type = MsgType::Accept;
+    m.token = id->token;
+    m.private_data.assign(
+        c.conn_param.private_data,
+        c.conn_param.private_data +
+            std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
+    m.ird = c.conn_param.responder_resources;
+    m.ord = c.conn_param.initiator_depth;
+    if (int err = to_daemon(m)) return err;
+    auto r = await(MsgType::AcceptReply, id->token, lock);
+    id = find(c.id);
+    int fd = r ? static_cast<int>(r->backlog) : -1;
+    if (!r || !id || r->status) {
+      if (fd >= 0) sys_close(fd);
+      if (r && !r->reason.empty()) std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+      return !r ? ETIMEDOUT : !id ? EINVAL : r->status;
+    }
+    std::uint32_t handle = c.id;
+    if (int err = attach(id->qp_num, fd, r->params, lock)) return err;
+    id = find(handle);
+    if (!id) return EINVAL;
+    id->connected = true;
+    queue(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_REJECT: {
+    rdma_ucm_reject c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id || !id->child || id->accepted) return EINVAL;
+    Msg m;
+    m.type = MsgType::Reject;
+    m.token = id->token;
+    m.private_data.assign(c.private_data,
+                          c.private_data +
+                              std::min<std::size_t>(c.private_data_len, RDMA_MAX_PRIVATE_DATA));
+    id->accepted = true; // answered
+    return to_daemon(m);
+  }
+  case RDMA_USER_CM_CMD_DISCONNECT: {
+    rdma_ucm_disconnect c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    if (!id->connected) return ENOTCONN;
+    const uiwarp_provider_ops* ops = provider_;
+    std::uint32_t qpn = id->qp_num;
+    lock.unlock();
+    int err = ops ? ops->disconnect(qpn) : ENODEV;
+    lock.lock();
+    return err == ENOTCONN ? 0 : err;
+  }
+  case RDMA_USER_CM_CMD_GET_EVENT: {
+    rdma_ucm_get_event c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    return get_event(fd, c, lock);
+  }
+  case RDMA_USER_CM_CMD_SET_OPTION: {
+    rdma_ucm_set_option c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    Id* id = find(c.id);
+    if (!id) return EINVAL;
+    if (c.level != RDMA_OPTION_ID) return ENOSYS;
+    const void* val = reinterpret_cast<const void*>(c.optval);
+    switch (c.optname) {
+    case RDMA_OPTION_ID_TOS: // a u8, as the kernel's ucma_set_option_id insists
+      if (c.optlen != 1) return EINVAL;
+      id->tos = *static_cast<const std::uint8_t*>(val);
       return 0;
-    }
-    case RDMA_USER_CM_CMD_CONNECT: {
-      rdma_ucm_connect c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
-      Msg m;
-      m.type = MsgType::Connect;
-      m.id = c.id;
-      m.src = id->src;
-      m.dst = id->dst;
-      m.private_data.assign(c.conn_param.private_data,
-                            c.conn_param.private_data + std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
-      m.ird = c.conn_param.responder_resources;
-      m.ord = c.conn_param.initiator_depth;
-      m.tos = id->tos;
-      id->qp_num = c.conn_param.qp_num;
-      id->connecting = id->iw = true;
-      if (int err = to_daemon(m)) {
-        id->connecting = false;
-        return err;
-      }
+    case RDMA_OPTION_ID_AFONLY:
+      if (c.optlen != sizeof(int)) return EINVAL;
+      id->afonly = *static_cast<const int*>(val) != 0;
       return 0;
+    case RDMA_OPTION_ID_REUSEADDR: // uiwarpd's listeners always reuse addresses
+      return c.optlen == sizeof(int) ? 0 : EINVAL;
+    case RDMA_OPTION_ID_ACK_TIMEOUT: // an IB transport timer; TCP keeps its own
+      return c.optlen == 1 ? 0 : EINVAL;
+    default: return ENOSYS;
     }
-    case RDMA_USER_CM_CMD_ACCEPT: {
-      rdma_ucm_accept c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id || !id->child || id->accepted) return EINVAL;
-      id->uid = c.uid;  // from now on the child's events carry its own uid
-      id->qp_num = c.conn_param.qp_num;
-      id->accepted = true;
-      Msg m;
-      m.type = MsgType::Accept;
-      m.token = id->token;
-      m.private_data.assign(c.conn_param.private_data,
-                            c.conn_param.private_data + std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
-      m.ird = c.conn_param.responder_resources;
-      m.ord = c.conn_param.initiator_depth;
-      if (int err = to_daemon(m)) return err;
-      auto r = await(MsgType::AcceptReply, id->token, lock);
-      id = find(c.id);
-      int fd = r ? static_cast<int>(r->backlog) : -1;
-      if (!r || !id || r->status) {
-        if (fd >= 0) sys_close(fd);
-        if (r && !r->reason.empty()) std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
-        return !r ? ETIMEDOUT : !id ? EINVAL : r->status;
-      }
-      std::uint32_t handle = c.id;
-      if (int err = attach(id->qp_num, fd, r->params, lock)) return err;
-      id = find(handle);
-      if (!id) return EINVAL;
-      id->connected = true;
-      queue(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
-      return 0;
-    }
-    case RDMA_USER_CM_CMD_REJECT: {
-      rdma_ucm_reject c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id || !id->child || id->accepted) return EINVAL;
-      Msg m;
-      m.type = MsgType::Reject;
-      m.token = id->token;
-      m.private_data.assign(c.private_data, c.private_data + std::min<std::size_t>(c.private_data_len, RDMA_MAX_PRIVATE_DATA));
-      id->accepted = true;  // answered
-      return to_daemon(m);
-    }
-    case RDMA_USER_CM_CMD_DISCONNECT: {
-      rdma_ucm_disconnect c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      if (!id->connected) return ENOTCONN;
-      const uiwarp_provider_ops* ops = provider_;
-      std::uint32_t qpn = id->qp_num;
-      lock.unlock();
-      int err = ops ? ops->disconnect(qpn) : ENODEV;
-      lock.lock();
-      return err == ENOTCONN ? 0 : err;
-    }
-    case RDMA_USER_CM_CMD_GET_EVENT: {
-      rdma_ucm_get_event c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      return get_event(fd, c, lock);
-    }
-    case RDMA_USER_CM_CMD_SET_OPTION: {
-      rdma_ucm_set_option c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      Id* id = find(c.id);
-      if (!id) return EINVAL;
-      if (c.level != RDMA_OPTION_ID) return ENOSYS;
-      const void* val = reinterpret_cast<const void*>(c.optval);
-      switch (c.optname) {
-        case RDMA_OPTION_ID_TOS:  // a u8, as the kernel's ucma_set_option_id insists
-          if (c.optlen != 1) return EINVAL;
-          id->tos = *static_cast<const std::uint8_t*>(val);
-          return 0;
-        case RDMA_OPTION_ID_AFONLY:
-          if (c.optlen != sizeof(int)) return EINVAL;
-          id->afonly = *static_cast<const int*>(val) != 0;
-          return 0;
-        case RDMA_OPTION_ID_REUSEADDR:  // uiwarpd's listeners always reuse addresses
-          return c.optlen == sizeof(int) ? 0 : EINVAL;
-        case RDMA_OPTION_ID_ACK_TIMEOUT:  // an IB transport timer; TCP keeps its own
-          return c.optlen == 1 ? 0 : EINVAL;
-        default:
-          return ENOSYS;
-      }
-    }
-    case RDMA_USER_CM_CMD_NOTIFY: {
-      rdma_ucm_notify c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      return find(c.id) ? 0 : EINVAL;
-    }
-    case RDMA_USER_CM_CMD_MIGRATE_ID: {
-      rdma_ucm_migrate_id c;
-      if (!read_cmd(in, n, &c)) return EINVAL;
-      // Written to the new channel; c.fd names the id's current one (kernel ucma_migrate_id).
-      Id* id = find(c.id);
-      int to = fd;
-      if (!id || id->channel != static_cast<int>(c.fd) || !channels_.count(to)) return EINVAL;
-      if (to == id->channel) {
-        respond(c.response, rdma_ucm_migrate_resp{id->events_reported});
-        return 0;
-      }
-      // Queued events move with the id.
-      auto& from_q = channels_[id->channel].q;
-      for (auto it = from_q.begin(); it != from_q.end();) {
-        if (it->resp.id == c.id) {
-          std::uint64_t v = 1;
-          [[maybe_unused]] ssize_t r = sys_read(id->channel, &v, sizeof v);
-          channels_[to].q.push_back(*it);
-          [[maybe_unused]] ssize_t w = sys_write(to, &v, sizeof v);
-          it = from_q.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      id->channel = to;
+  }
+  case RDMA_USER_CM_CMD_NOTIFY: {
+    rdma_ucm_notify c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    return find(c.id) ? 0 : EINVAL;
+  }
+  case RDMA_USER_CM_CMD_MIGRATE_ID: {
+    rdma_ucm_migrate_id c;
+    if (!read_cmd(in, n, &c)) return EINVAL;
+    // Written to the new channel; c.fd names the id's current one (kernel ucma_migrate_id).
+    Id* id = find(c.id);
+    int to = fd;
+    if (!id || id->channel != static_cast<int>(c.fd) || !channels_.count(to)) return EINVAL;
+    if (to == id->channel) {
       respond(c.response, rdma_ucm_migrate_resp{id->events_reported});
       return 0;
     }
-    case RDMA_USER_CM_CMD_JOIN_IP_MCAST:
-    case RDMA_USER_CM_CMD_JOIN_MCAST:
-    case RDMA_USER_CM_CMD_LEAVE_MCAST:
-      return ENOSYS;  // iWARP has no multicast
-    default:
-      return ENOSYS;
+    // Queued events move with the id.
+    auto& from_q = channels_[id->channel].q;
+    for (auto it = from_q.begin(); it != from_q.end();) {
+      if (it->resp.id == c.id) {
+        std::uint64_t v = 1;
+        [[maybe_unused]] ssize_t r = sys_read(id->channel, &v, sizeof v);
+        channels_[to].q.push_back(*it);
+        [[maybe_unused]] ssize_t w = sys_write(to, &v, sizeof v);
+        it = from_q.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    id->channel = to;
+    respond(c.response, rdma_ucm_migrate_resp{id->events_reported});
+    return 0;
+  }
+  case RDMA_USER_CM_CMD_JOIN_IP_MCAST:
+  case RDMA_USER_CM_CMD_JOIN_MCAST:
+  case RDMA_USER_CM_CMD_LEAVE_MCAST: return ENOSYS; // iWARP has no multicast
+  default: return ENOSYS;
   }
 }
 
-}  // namespace
+} // namespace
 
 int open_channel(int flags) { return Ucma::get().open_channel(flags); }
 bool is_channel(int fd) { return Ucma::get().is_channel(fd); }
-ssize_t command(int fd, const void* buf, std::size_t len) { return Ucma::get().command(fd, buf, len); }
+ssize_t command(int fd, const void* buf, std::size_t len) {
+  return Ucma::get().command(fd, buf, len);
+}
 void closed(int fd) { Ucma::get().closed(fd); }
 void fix_stat(struct stat* st) {
   st->st_mode = S_IFCHR | 0666;
-  st->st_rdev = makedev(10, 58);  // misc device, as the kernel's rdma_cm
+  st->st_rdev = makedev(10, 58); // misc device, as the kernel's rdma_cm
 }
 
-}  // namespace uiwarp::ucma
+} // namespace uiwarp::ucma
 
-extern "C" __attribute__((visibility("default"))) void uiwarp_shim_register_provider(
-    const uiwarp_provider_ops* ops) {
+extern "C" __attribute__((visibility("default"))) void
+uiwarp_shim_register_provider(const uiwarp_provider_ops* ops) {
   uiwarp::ucma::Ucma::get().register_provider(ops);
 }
 
-extern "C" __attribute__((visibility("default"))) void uiwarp_shim_qp_event(
-    std::uint32_t qp_num, uiwarp_qp_event event, const char* reason) {
+extern "C" __attribute__((visibility("default"))) void
+uiwarp_shim_qp_event(std::uint32_t qp_num, uiwarp_qp_event event, const char* reason) {
   uiwarp::ucma::Ucma::get().qp_event(qp_num, event, reason);
 }

@@ -7,10 +7,9 @@
 // sockets are handed to the provider's QPs.
 #pragma once
 
+#include <cstddef>
 #include <sys/stat.h>
 #include <sys/types.h>
-
-#include <cstddef>
 
 namespace uiwarp::ucma {
 
@@ -26,4 +25,4 @@ void closed(int fd);
 // fstat(fd) of a channel reports the character device librdmacm expects.
 void fix_stat(struct stat* st);
 
-}  // namespace uiwarp::ucma
+} // namespace uiwarp::ucma

@@ -112,12 +112,13 @@ bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::str
   if (pid == 0) {
     const char* config = std::getenv("UIWARPD_CONFIG");
     if (config && *config)
-      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon", "--config", config,
-              static_cast<char*>(nullptr));
+      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon", "--config",
+              config, static_cast<char*>(nullptr));
     else
       ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
               static_cast<char*>(nullptr));
-    std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(),
+                 std::strerror(errno));
     ::_exit(127);
   }
   int status = 0;

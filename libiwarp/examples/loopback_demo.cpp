@@ -5,35 +5,34 @@
 // RDMA Write and an RDMA Read. Every frame put on the wire is decoded and
 // printed, and the data is checked at the end. libiwarp does no I/O: this file
 // is the I/O edge (sockets, poll), which is the part the provider replaces.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <memory>
-#include <optional>
-#include <stdexcept>
-#include <string>
-#include <vector>
-
 #include "iwarp/dump.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "iwarp/qp.hpp"
 
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <optional>
+#include <poll.h>
+#include <stdexcept>
+#include <string>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <vector>
+
 using namespace iwarp;
 
 namespace {
 
 class Fd {
- public:
+public:
   explicit Fd(int fd = -1) : fd_(fd) {}
   Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
   Fd& operator=(Fd&& o) noexcept {
@@ -47,7 +46,7 @@ class Fd {
   }
   int get() const { return fd_; }
 
- private:
+private:
   int fd_;
 };
 
@@ -57,13 +56,13 @@ class Fd {
 
 // Decodes the bytes one endpoint writes, as a peer would, and prints each FPDU.
 class WireTap final : public UlpduSink {
- public:
+public:
   WireTap(std::string dir, bool crc, bool markers) : dir_(std::move(dir)), rx_(crc, markers) {
     rx_.set_sink(this);
   }
   void saw(ConstBytes b) { rx_.feed(b); }
 
- private:
+private:
   std::optional<TermCode> ulpdu_begin(std::size_t len) override {
     buf_.assign(len, std::byte{0});
     return std::nullopt;
@@ -73,7 +72,8 @@ class WireTap final : public UlpduSink {
   }
   std::optional<TermCode> ulpdu_landed(std::size_t, std::size_t) override { return std::nullopt; }
   void ulpdu_end(std::optional<TermCode> err) override {
-    std::printf("  %s FPDU, ULPDU %5zu octets: %s%s\n", dir_.c_str(), buf_.size(), describe_ulpdu(buf_).c_str(),
+    std::printf("  %s FPDU, ULPDU %5zu octets: %s%s\n", dir_.c_str(), buf_.size(),
+                describe_ulpdu(buf_).c_str(),
                 err ? (" -- " + std::string(term_code_name(*err))).c_str() : ", CRC ok");
   }
   std::string dir_;
@@ -90,7 +90,7 @@ struct Endpoint {
   MpaStartup mpa;
   std::optional<Qp> qp;
   std::unique_ptr<WireTap> tap;
-  std::vector<std::byte> early;  // FPDU octets read together with the MPA frame
+  std::vector<std::byte> early; // FPDU octets read together with the MPA frame
 };
 
 void write_mpa(Endpoint& e) {
@@ -123,11 +123,12 @@ void pump(Endpoint& e) {
   e.qp->tx_gather(pieces, 64);
   if (!pieces.empty()) {
     std::vector<iovec> iov;
-    for (ConstBytes p : pieces) iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
+    for (ConstBytes p : pieces)
+      iov.push_back({const_cast<std::byte*>(p.data()), p.size()});
     ssize_t n = ::writev(e.fd.get(), iov.data(), static_cast<int>(iov.size()));
     if (n < 0 && errno != EAGAIN) die("writev");
-    for (std::size_t i = 0, left = n > 0 ? static_cast<std::size_t>(n) : 0; i < pieces.size() && left;
-         ++i) {
+    for (std::size_t i = 0, left = n > 0 ? static_cast<std::size_t>(n) : 0;
+         i < pieces.size() && left; ++i) {
       std::size_t k = std::min(left, pieces[i].size());
       e.tap->saw(pieces[i].first(k));
       left -= k;
@@ -189,7 +190,7 @@ std::string text(const std::vector<std::byte>& v, std::size_t n) {
 int run() {
   auto [cfd, sfd] = tcp_pair();
   auto now = MpaClock::now();
-  MpaPolicy policy;  // revision 2, CRC on, markers off
+  MpaPolicy policy; // revision 2, CRC on, markers off
   policy.p2p = true;
   Endpoint ini("initiator", "initiator -> responder", std::move(cfd),
                MpaStartup::initiator(policy, bytes("uiwarp demo"), now));
@@ -222,21 +223,23 @@ int run() {
               text(r.peer_private_data, 64).c_str());
 
   MemoryTable mem_ini, mem_rsp;
-  constexpr std::size_t kMulpdu = 1024;  // small FPDUs, so the demo shows segmentation
+  constexpr std::size_t kMulpdu = 1024; // small FPDUs, so the demo shows segmentation
   QpConfig ci = qp_config_from_mpa(ini.mpa.result(), MpaRole::Initiator, kMulpdu);
   QpConfig cr = qp_config_from_mpa(rsp.mpa.result(), MpaRole::Responder, kMulpdu);
   ini.qp.emplace(ci, mem_ini);
   rsp.qp.emplace(cr, mem_rsp);
   ini.tap = std::make_unique<WireTap>("initiator -> responder", ci.crc, ci.markers_tx);
   rsp.tap = std::make_unique<WireTap>("responder -> initiator", cr.crc, cr.markers_tx);
-  for (Endpoint* e : {&ini, &rsp}) e->qp->rx_feed(e->early);
+  for (Endpoint* e : {&ini, &rsp})
+    e->qp->rx_feed(e->early);
 
   // Responder memory: a receive buffer, a Write target, a Read source.
   std::vector<std::byte> recv_buf(256), target(3000), source(2500);
-  for (std::size_t i = 0; i < source.size(); ++i) source[i] = std::byte(i * 7 + 3);
+  for (std::size_t i = 0; i < source.size(); ++i)
+    source[i] = std::byte(i * 7 + 3);
   auto addr = [](std::vector<std::byte>& v) { return reinterpret_cast<std::uint64_t>(v.data()); };
-  std::uint32_t recv_key = mem_rsp.add(1, recv_buf.data(), addr(recv_buf), recv_buf.size(),
-                                       access::kLocalWrite);
+  std::uint32_t recv_key =
+      mem_rsp.add(1, recv_buf.data(), addr(recv_buf), recv_buf.size(), access::kLocalWrite);
   std::uint32_t target_key = mem_rsp.add(1, target.data(), addr(target), target.size(),
                                          access::kLocalWrite | access::kRemoteWrite);
   std::uint32_t source_key =
@@ -244,7 +247,8 @@ int run() {
   // Initiator memory: the message, the Write source, the Read sink.
   std::vector<std::byte> msg = bytes("hello from the initiator over iWARP");
   std::vector<std::byte> wsrc(target.size()), sink(source.size());
-  for (std::size_t i = 0; i < wsrc.size(); ++i) wsrc[i] = std::byte(i * 13 + 1);
+  for (std::size_t i = 0; i < wsrc.size(); ++i)
+    wsrc[i] = std::byte(i * 13 + 1);
   std::uint32_t msg_key = mem_ini.add(1, msg.data(), addr(msg), msg.size(), 0);
   std::uint32_t wsrc_key = mem_ini.add(1, wsrc.data(), addr(wsrc), wsrc.size(), 0);
   std::uint32_t sink_key =
@@ -279,9 +283,10 @@ int run() {
       while (auto c = e->qp->poll()) {
         std::printf("  %s completion: wr_id %llu %s, %u octets, %s\n", e->name,
                     static_cast<unsigned long long>(c->wr_id),
-                    c->recv ? "receive" : c->opcode == WcOpcode::RdmaRead ? "RDMA Read"
-                                        : c->opcode == WcOpcode::RdmaWrite ? "RDMA Write"
-                                                                           : "Send",
+                    c->recv                            ? "receive"
+                    : c->opcode == WcOpcode::RdmaRead  ? "RDMA Read"
+                    : c->opcode == WcOpcode::RdmaWrite ? "RDMA Write"
+                                                       : "Send",
                     c->byte_len, std::string(wc_status_name(c->status)).c_str());
         if (c->status != WcStatus::Success)
           throw std::runtime_error(std::string(e->name) + ": work request failed");
@@ -302,7 +307,7 @@ int run() {
   return ok ? 0 : 1;
 }
 
-}  // namespace
+} // namespace
 
 int main() {
   try {

@@ -14,7 +14,8 @@ std::uint32_t crc32c_update_portable(std::uint32_t state, ConstBytes data) {
   // Reflected Castagnoli polynomial; one bit at a time, which is slow but obvious.
   for (std::byte b : data) {
     state ^= std::to_integer<std::uint32_t>(b);
-    for (int k = 0; k < 8; ++k) state = (state >> 1) ^ (0x82f63b78u & (0u - (state & 1u)));
+    for (int k = 0; k < 8; ++k)
+      state = (state >> 1) ^ (0x82f63b78u & (0u - (state & 1u)));
   }
   return state;
 }
@@ -28,9 +29,8 @@ namespace {
 // Same convention as crc32_iscsi: the state is neither inverted on entry nor
 // on exit.
 constexpr std::size_t kShort = 64;
-__attribute__((target("sse4.2"))) std::uint32_t crc32c_short(std::uint32_t state,
-                                                              const unsigned char* p,
-                                                              std::size_t n) {
+__attribute__((target("sse4.2"))) std::uint32_t
+crc32c_short(std::uint32_t state, const unsigned char* p, std::size_t n) {
   std::uint64_t c = state;
   for (; n >= 8; n -= 8, p += 8) {
     std::uint64_t v;
@@ -38,11 +38,12 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_short(std::uint32_t state
     c = __builtin_ia32_crc32di(c, v);
   }
   auto c32 = static_cast<std::uint32_t>(c);
-  for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, *p);
+  for (; n > 0; --n, ++p)
+    c32 = __builtin_ia32_crc32qi(c32, *p);
   return c32;
 }
 #endif
-}  // namespace
+} // namespace
 
 // ISA-L's crc32_iscsi neither inverts its seed nor its result (checked against the
 // RFC 5044 vectors in tests/unit/test_crc32c.cpp), so it continues a running state.
@@ -76,4 +77,4 @@ std::uint32_t crc32c_update(std::uint32_t state, ConstBytes data) {
 const char* crc32c_implementation() { return "portable"; }
 #endif
 
-}  // namespace iwarp
+} // namespace iwarp

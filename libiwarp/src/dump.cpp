@@ -11,7 +11,7 @@ std::string hex32(std::uint32_t v) {
   std::snprintf(b, sizeof b, "0x%08x", v);
   return b;
 }
-}  // namespace
+} // namespace
 
 std::string describe_ulpdu(ConstBytes u) {
   if (u.size() < kTaggedHdrLen) return "runt ULPDU of " + std::to_string(u.size()) + " octets";
@@ -67,4 +67,4 @@ std::string describe_mpa_frame(ConstBytes f) {
   return s;
 }
 
-}  // namespace iwarp
+} // namespace iwarp

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "iwarp/framing.hpp"
 
+#include "iwarp/crc32c.hpp"
+
 #include <algorithm>
 #include <cassert>
 #include <cstring>
-
-#include "iwarp/crc32c.hpp"
 
 namespace iwarp {
 
@@ -19,8 +19,8 @@ void TxFrame::add_internal(ConstBytes b) {
       pieces_.back().off + pieces_.back().len == arena_used_) {
     pieces_.back().len += static_cast<std::uint32_t>(b.size());
   } else {
-    pieces_.push_back({nullptr, static_cast<std::uint32_t>(arena_used_),
-                       static_cast<std::uint32_t>(b.size())});
+    pieces_.push_back(
+        {nullptr, static_cast<std::uint32_t>(arena_used_), static_cast<std::uint32_t>(b.size())});
   }
   arena_used_ += b.size();
   total_ += b.size();
@@ -107,7 +107,8 @@ void FpduTx::emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered) {
 void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFrame& out) {
   out.clear();
   std::size_t ulpdu_len = header.size();
-  for (ConstBytes p : payload) ulpdu_len += p.size();
+  for (ConstBytes p : payload)
+    ulpdu_len += p.size();
   assert(ulpdu_len <= kMaxUlpdu && header.size() <= 128);
 
   if (!markers_) {
@@ -128,7 +129,8 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   store_be16(len.data(), static_cast<std::uint16_t>(ulpdu_len));
   emit(out, len, true, true);
   emit(out, header, true, true);
-  for (ConstBytes p : payload) emit(out, p, false, true);
+  for (ConstBytes p : payload)
+    emit(out, p, false, true);
   static constexpr std::array<std::byte, 3> kZeroPad{};
   emit(out, ConstBytes(kZeroPad).first(fpdu_pad(ulpdu_len)), true, true);
 
@@ -144,7 +146,8 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   if (crc_) store_crc_le(crc.data(), crc32c_finish(crc_state_));
   // A marker inside the CRC field would not be covered by any CRC. (FPDUs are
   // multiples of 4 octets starting at multiples of 4, so none ever lands there.)
-  for (std::size_t i = 0; i < kCrcLen; ++i) emit(out, ConstBytes(crc).subspan(i, 1), true, false);
+  for (std::size_t i = 0; i < kCrcLen; ++i)
+    emit(out, ConstBytes(crc).subspan(i, 1), true, false);
 }
 
 void FpduTx::frame_plain(ConstBytes header, std::span<const ConstBytes> payload,
@@ -164,7 +167,7 @@ void FpduTx::frame_plain(ConstBytes header, std::span<const ConstBytes> payload,
     if (crc_ && !p.empty()) crc = crc32c_update(crc, p);
   }
   std::size_t pad = fpdu_pad(ulpdu_len);
-  std::array<std::byte, 3 + kCrcLen> tail{};  // PAD is zero (RFC 5044 §4.1)
+  std::array<std::byte, 3 + kCrcLen> tail{}; // PAD is zero (RFC 5044 §4.1)
   if (crc_ && pad) crc = crc32c_update(crc, ConstBytes(tail).first(pad));
   // RFC 5044 §4.4: without CRC the field is still present (MPA-013), zero.
   if (crc_) store_crc_le(tail.data() + pad, crc32c_finish(crc));
@@ -210,21 +213,17 @@ MutBytes FpduRx::next() {
   }
   std::size_t room = until_marker();
   switch (state_) {
-    case State::Length:
-      dest_ = MutBytes(small_).subspan(got_, std::min(kMpaLenField - got_, room));
-      break;
-    case State::Ulpdu: {
-      std::size_t max = std::min(ulpdu_len_ - got_, room);
-      dest_ = sink_->ulpdu_dest(got_, max);
-      assert(!dest_.empty() && dest_.size() <= max);
-      break;
-    }
-    case State::Pad:
-      dest_ = MutBytes(small_).subspan(got_, std::min(pad_len_ - got_, room));
-      break;
-    case State::Crc:
-      dest_ = MutBytes(small_).subspan(got_, std::min(kCrcLen - got_, room));
-      break;
+  case State::Length:
+    dest_ = MutBytes(small_).subspan(got_, std::min(kMpaLenField - got_, room));
+    break;
+  case State::Ulpdu: {
+    std::size_t max = std::min(ulpdu_len_ - got_, room);
+    dest_ = sink_->ulpdu_dest(got_, max);
+    assert(!dest_.empty() && dest_.size() <= max);
+    break;
+  }
+  case State::Pad: dest_ = MutBytes(small_).subspan(got_, std::min(pad_len_ - got_, room)); break;
+  case State::Crc: dest_ = MutBytes(small_).subspan(got_, std::min(kCrcLen - got_, room)); break;
   }
   return dest_;
 }
@@ -233,7 +232,7 @@ void FpduRx::advance(std::size_t n) {
   assert(n <= dest_.size());
   if (n == 0) return;
   pos_ += n;
-  if (error_) return;  // draining
+  if (error_) return; // draining
   ConstBytes landed = dest_.first(n);
 
   if (in_marker_) {
@@ -270,51 +269,51 @@ void FpduRx::advance(std::size_t n) {
   got_ += n;
 
   switch (state_) {
-    case State::Length:
-      if (got_ < kMpaLenField) return;
-      ulpdu_len_ = load_be16(small_.data());
-      pad_len_ = fpdu_pad(ulpdu_len_);
-      if (ulpdu_len_ > max_ulpdu_) {
-        // HX-036: no code in RFC 5044; never buffer it, abort the stream.
-        fail(term::mpa_local_catastrophic);
-        if (sink_) sink_->ulpdu_end(error_);
-        return;
-      }
-      if (auto e = sink_->ulpdu_begin(ulpdu_len_)) {
-        fail(*e);
-        sink_->ulpdu_end(error_);
-        return;
-      }
-      enter(ulpdu_len_ ? State::Ulpdu : (pad_len_ ? State::Pad : State::Crc));
-      return;
-    case State::Ulpdu:
-      if (auto e = sink_->ulpdu_landed(got_ - n, n)) {
-        fail(*e);
-        sink_->ulpdu_end(error_);
-        return;
-      }
-      if (got_ < ulpdu_len_) return;
-      enter(pad_len_ ? State::Pad : State::Crc);
-      return;
-    case State::Pad:
-      // HX-033: PAD values are ignored (but CRC-covered).
-      if (got_ == pad_len_) enter(State::Crc);
-      return;
-    case State::Crc: {
-      if (got_ < kCrcLen) return;
-      std::optional<TermCode> err;
-      // MPA-013: with CRC off the field holds anything and is not checked.
-      if (crc_ && load_crc_le(small_.data()) != crc32c_finish(crc_state_))
-        err = term::mpa_crc_error;
-      else if (marker_mismatch_)
-        err = term::mpa_marker_mismatch;  // HX-031: only when the CRC is good
-      if (err) fail(*err);
-      enter(State::Length);
-      crc_started_ = false;
-      marker_mismatch_ = false;
-      sink_->ulpdu_end(err);
+  case State::Length:
+    if (got_ < kMpaLenField) return;
+    ulpdu_len_ = load_be16(small_.data());
+    pad_len_ = fpdu_pad(ulpdu_len_);
+    if (ulpdu_len_ > max_ulpdu_) {
+      // HX-036: no code in RFC 5044; never buffer it, abort the stream.
+      fail(term::mpa_local_catastrophic);
+      if (sink_) sink_->ulpdu_end(error_);
       return;
     }
+    if (auto e = sink_->ulpdu_begin(ulpdu_len_)) {
+      fail(*e);
+      sink_->ulpdu_end(error_);
+      return;
+    }
+    enter(ulpdu_len_ ? State::Ulpdu : (pad_len_ ? State::Pad : State::Crc));
+    return;
+  case State::Ulpdu:
+    if (auto e = sink_->ulpdu_landed(got_ - n, n)) {
+      fail(*e);
+      sink_->ulpdu_end(error_);
+      return;
+    }
+    if (got_ < ulpdu_len_) return;
+    enter(pad_len_ ? State::Pad : State::Crc);
+    return;
+  case State::Pad:
+    // HX-033: PAD values are ignored (but CRC-covered).
+    if (got_ == pad_len_) enter(State::Crc);
+    return;
+  case State::Crc: {
+    if (got_ < kCrcLen) return;
+    std::optional<TermCode> err;
+    // MPA-013: with CRC off the field holds anything and is not checked.
+    if (crc_ && load_crc_le(small_.data()) != crc32c_finish(crc_state_))
+      err = term::mpa_crc_error;
+    else if (marker_mismatch_)
+      err = term::mpa_marker_mismatch; // HX-031: only when the CRC is good
+    if (err) fail(*err);
+    enter(State::Length);
+    crc_started_ = false;
+    marker_mismatch_ = false;
+    sink_->ulpdu_end(err);
+    return;
+  }
   }
 }
 
@@ -336,7 +335,7 @@ std::size_t FpduRx::feed(ConstBytes in) {
     std::memcpy(d.data(), in.data(), n);
     if (crc_deferred_) {
       if (state_ == State::Crc || error_) {
-        flush();  // before advance() compares the CRC
+        flush(); // before advance() compares the CRC
       } else {
         // advance() resets the CRC state at an FPDU's length field, which
         // starts a run (the previous one ended at the CRC field).
@@ -352,4 +351,4 @@ std::size_t FpduRx::feed(ConstBytes in) {
   return total;
 }
 
-}  // namespace iwarp
+} // namespace iwarp

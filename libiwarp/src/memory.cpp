@@ -6,43 +6,43 @@ namespace iwarp {
 namespace {
 constexpr std::uint32_t kIndexLimit = 1u << 24;
 std::uint32_t index_of(std::uint32_t stag) { return stag >> 8; }
-}  // namespace
+} // namespace
 
 std::string_view mem_error_name(MemError e) {
   switch (e) {
-    case MemError::InvalidStag: return "invalid STag";
-    case MemError::NotAssociated: return "STag not associated with this stream or PD";
-    case MemError::Access: return "access rights violation";
-    case MemError::Bounds: return "base or bounds violation";
-    case MemError::Wrap: return "TO wrap";
+  case MemError::InvalidStag: return "invalid STag";
+  case MemError::NotAssociated: return "STag not associated with this stream or PD";
+  case MemError::Access: return "access rights violation";
+  case MemError::Bounds: return "base or bounds violation";
+  case MemError::Wrap: return "TO wrap";
   }
   return "?";
 }
 
 TermCode ddp_tagged_code(MemError e) {
   switch (e) {
-    case MemError::InvalidStag: return term::ddp_tagged_invalid_stag;
-    case MemError::NotAssociated: return term::ddp_tagged_stag_not_assoc;
-    case MemError::Access: return term::rdmap_access_rights;  // C-09: no DDP code exists
-    case MemError::Bounds: return term::ddp_tagged_base_bounds;
-    case MemError::Wrap: return term::ddp_tagged_to_wrap;
+  case MemError::InvalidStag: return term::ddp_tagged_invalid_stag;
+  case MemError::NotAssociated: return term::ddp_tagged_stag_not_assoc;
+  case MemError::Access: return term::rdmap_access_rights; // C-09: no DDP code exists
+  case MemError::Bounds: return term::ddp_tagged_base_bounds;
+  case MemError::Wrap: return term::ddp_tagged_to_wrap;
   }
   return term::ddp_local_catastrophic;
 }
 
 TermCode rdmap_protection_code(MemError e) {
   switch (e) {
-    case MemError::InvalidStag: return term::rdmap_invalid_stag;
-    case MemError::NotAssociated: return term::rdmap_stag_not_assoc;  // C-08
-    case MemError::Access: return term::rdmap_access_rights;
-    case MemError::Bounds: return term::rdmap_base_bounds;
-    case MemError::Wrap: return term::rdmap_to_wrap;
+  case MemError::InvalidStag: return term::rdmap_invalid_stag;
+  case MemError::NotAssociated: return term::rdmap_stag_not_assoc; // C-08
+  case MemError::Access: return term::rdmap_access_rights;
+  case MemError::Bounds: return term::rdmap_base_bounds;
+  case MemError::Wrap: return term::rdmap_to_wrap;
   }
   return term::rdmap_local_catastrophic;
 }
 
 MemoryTable::MemoryTable(std::uint64_t seed) : rng_(seed) {
-  regions_.emplace_back();  // index 0 is never handed out: STag 0 is "none"
+  regions_.emplace_back(); // index 0 is never handed out: STag 0 is "none"
   regions_[0].valid = false;
 }
 
@@ -132,4 +132,4 @@ MemoryTable::Resolved MemoryTable::resolve(std::uint32_t stag, std::uint32_t pd,
   return {r->host + (to - r->base), std::nullopt};
 }
 
-}  // namespace iwarp
+} // namespace iwarp

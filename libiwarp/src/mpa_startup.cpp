@@ -4,6 +4,8 @@
 // rules of draft-carrier-rddp-rnic-interop (IOP; RFC 5044 App. C).
 #include "iwarp/mpa_startup.hpp"
 
+#include "iwarp/framing.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -12,21 +14,18 @@
 #include <type_traits>
 #include <utility>
 
-#include "iwarp/framing.hpp"
-
 namespace iwarp {
 
 namespace {
 
-constexpr std::uint8_t kRevRdmac = 0;     // IOP §4: RDMAC proxies send Rev 0
-constexpr std::uint8_t kRevIetf = 1;      // RFC 5044 §7.1.1
-constexpr std::uint8_t kRevEnhanced = 2;  // RFC 6581 §6
+constexpr std::uint8_t kRevRdmac = 0;    // IOP §4: RDMAC proxies send Rev 0
+constexpr std::uint8_t kRevIetf = 1;     // RFC 5044 §7.1.1
+constexpr std::uint8_t kRevEnhanced = 2; // RFC 6581 §6
 constexpr std::size_t kKeyLen = kMpaRequestKey.size();
 constexpr std::uint16_t kNoNeg = kIrdOrdNoNegotiation;
 
 // Message builder: strings as they are, integers (bool and uint8_t too) in decimal.
-template <typename... Args>
-std::string cat(const Args&... args) {
+template <typename... Args> std::string cat(const Args&... args) {
   std::string s;
   auto add = [&s](const auto& a) {
     if constexpr (std::is_integral_v<std::decay_t<decltype(a)>>)
@@ -104,7 +103,7 @@ std::vector<std::byte> terminate_fpdu(const MpaResult& r, TermCode code) {
   return FpduTx(r.crc, r.markers_tx).frame_bytes(hdr);
 }
 
-}  // namespace
+} // namespace
 
 // ---- construction -------------------------------------------------------------
 
@@ -114,7 +113,7 @@ MpaStartup MpaStartup::start(MpaRole role, const MpaPolicy& policy, MpaClock::ti
   m.state_ = role == MpaRole::Initiator ? MpaState::AwaitReply : MpaState::AwaitRequest;
   m.policy_ = policy;
   m.deadline_ = now + policy.timeout;
-  m.result_.ird = policy.ird;  // unenhanced: IRD/ORD are the ULP's business
+  m.result_.ird = policy.ird; // unenhanced: IRD/ORD are the ULP's business
   m.result_.ord = policy.ord;
   if (policy.revision != kRevIetf && policy.revision != kRevEnhanced)
     m.fail(term::mpa_local_catastrophic,
@@ -131,16 +130,16 @@ MpaStartup MpaStartup::initiator(const MpaPolicy& policy, std::vector<std::byte>
   f.kind = MpaKind::Request;
   f.rev = policy.revision;
   f.markers = policy.markers;
-  f.crc = policy.crc || policy.crc_always;  // MC-07: an always-CRC side says C=1
+  f.crc = policy.crc || policy.crc_always; // MC-07: an always-CRC side says C=1
   f.large_fpdu = policy.large_fpdu;
   // RFC 6581 §6, §10: enhanced data (S=1) only when enhanced features are wanted.
   if (policy.revision >= kRevEnhanced && policy.enhanced) {
     MpaEnhanced e;
-    e.p2p = policy.p2p;  // RFC 6581 §9.2: A, and with it every RTR type we support
+    e.p2p = policy.p2p; // RFC 6581 §9.2: A, and with it every RTR type we support
     e.rtr_send = policy.p2p && policy.rtr.send;
     e.rtr_write = policy.p2p && policy.rtr.write;
     e.rtr_read = policy.p2p && policy.rtr.read;
-    e.ird = wire_ird_ord(policy.ird);  // RFC 6581 §9.1: initiator IRD / ORD
+    e.ird = wire_ird_ord(policy.ird); // RFC 6581 §9.1: initiator IRD / ORD
     e.ord = wire_ird_ord(policy.ord);
     f.enhanced = e;
   }
@@ -171,9 +170,7 @@ MpaKind MpaStartup::expected_kind() const {
 
 // RFC 6581 §6: S exists from Rev 2 on; in a Rev 0/1 frame it is a RFC 5044 Res
 // bit, which is not checked (IM-12).
-bool MpaStartup::peer_enhanced() const {
-  return header_.enhanced() && header_.rev >= kRevEnhanced;
-}
+bool MpaStartup::peer_enhanced() const { return header_.enhanced() && header_.rev >= kRevEnhanced; }
 
 std::size_t MpaStartup::on_bytes(ConstBytes in) {
   std::size_t used = 0;
@@ -189,7 +186,7 @@ std::size_t MpaStartup::on_bytes(ConstBytes in) {
 
 std::size_t MpaStartup::octets_wanted() const {
   const std::size_t n = in_.size();
-  if (n < kKeyLen) return 1;  // the key is checked octet by octet (HX-001)
+  if (n < kKeyLen) return 1; // the key is checked octet by octet (HX-001)
   if (n < kMpaFrameHeaderLen) return kMpaFrameHeaderLen - n;
   return kMpaFrameHeaderLen + header_.pd_length - n;
 }
@@ -213,7 +210,7 @@ void MpaStartup::check_key(std::size_t n) {
   const auto* got = reinterpret_cast<const char*>(in_.data());
   if (std::memcmp(got, key.data(), n) == 0) return;
   if (std::memcmp(got, other.data(), n) == 0) {
-    if (n < kKeyLen) return;  // wait for the whole key before naming it
+    if (n < kKeyLen) return; // wait for the whole key before naming it
     fail(term::mpa_invalid_frame,
          role_ == MpaRole::Initiator
              ? "received an MPA Request while awaiting the MPA Reply (Initiator/Initiator "
@@ -221,17 +218,17 @@ void MpaStartup::check_key(std::size_t n) {
              : "received an MPA Reply while awaiting the MPA Request (RFC 5044 §7.1.1)");
     return;
   }
-  const std::size_t i = static_cast<std::size_t>(
-      std::mismatch(got, got + n, key.begin()).first - got);
-  fail(term::mpa_invalid_frame, cat("invalid ", kind_name(want), " key: octet ", i, " is ",
-                                    octet_text(in_[i]), ", expected '", key.substr(i, 1),
-                                    "' of \"", key, "\" (RFC 5044 §7.1.1)"));
+  const std::size_t i =
+      static_cast<std::size_t>(std::mismatch(got, got + n, key.begin()).first - got);
+  fail(term::mpa_invalid_frame,
+       cat("invalid ", kind_name(want), " key: octet ", i, " is ", octet_text(in_[i]),
+           ", expected '", key.substr(i, 1), "' of \"", key, "\" (RFC 5044 §7.1.1)"));
 }
 
 // The 20-octet header is complete: everything that can be refused before the
 // private data arrives is refused now.
 bool MpaStartup::check_header() {
-  header_ = *MpaFrameHeader::decode(in_.data());  // the key is already checked
+  header_ = *MpaFrameHeader::decode(in_.data()); // the key is already checked
   const std::string_view kind = kind_name(header_.kind);
   // RFC 5044 §7.1.1 (HX-006, PD-02).
   if (header_.pd_length > kMaxPrivateData) {
@@ -262,7 +259,7 @@ bool MpaStartup::check_header() {
 bool MpaStartup::check_revision() {
   const std::string_view kind = kind_name(header_.kind);
   if (header_.rev == kRevRdmac) {
-    if (policy_.permissive) {  // IOP §5.3: V=0 with this peer
+    if (policy_.permissive) { // IOP §5.3: V=0 with this peer
       peer_rdmac_ = true;
       return true;
     }
@@ -292,7 +289,7 @@ bool MpaStartup::check_revision() {
 bool MpaStartup::check_enhanced_flag() {
   const bool peer = peer_enhanced();
   if (role_ == MpaRole::Responder) {
-    if (peer && !policy_.enhanced) {  // EMPA-009: as an unenhanced responder
+    if (peer && !policy_.enhanced) { // EMPA-009: as an unenhanced responder
       fail(term::mpa_invalid_frame, "MPA Request is enhanced (S=1) but enhanced connection "
                                     "setup is disabled locally (RFC 6581 §10)");
       return false;
@@ -305,7 +302,7 @@ bool MpaStartup::check_enhanced_flag() {
          "MPA Reply is enhanced (S=1) but the Request was not (RFC 6581 §10)");
     return false;
   }
-  if (!peer && ours && !policy_.accept_unenhanced_reply) {  // IM-11, C-17
+  if (!peer && ours && !policy_.accept_unenhanced_reply) { // IM-11, C-17
     fail(term::mpa_invalid_frame, cat("MPA Reply is not enhanced (Rev ", header_.rev, ", S=",
                                       header_.enhanced(), ") but the Request was (RFC 6581 §10)"));
     return false;
@@ -320,11 +317,11 @@ void MpaStartup::process_frame() {
   f.kind = header_.kind;
   f.markers = header_.markers();
   f.crc = header_.crc();
-  f.reject = f.kind == MpaKind::Reply && header_.reject();  // HX-010: not checked in a Request
-  f.large_fpdu = header_.flags & kMpaFlagLargeFpdu;         // other Res bits: not checked
+  f.reject = f.kind == MpaKind::Reply && header_.reject(); // HX-010: not checked in a Request
+  f.large_fpdu = header_.flags & kMpaFlagLargeFpdu;        // other Res bits: not checked
   f.rev = header_.rev;
   if (peer_enhanced()) {
-    f.enhanced = MpaEnhanced::decode(pd);  // EMPA-037: B/C/D ignored when A=0
+    f.enhanced = MpaEnhanced::decode(pd); // EMPA-037: B/C/D ignored when A=0
     pd += kEnhancedDataLen;
   }
   f.private_data.assign(pd, end);
@@ -332,7 +329,7 @@ void MpaStartup::process_frame() {
 
   result_.peer_rev = peer_frame_.rev;
   result_.peer_private_data = peer_frame_.private_data;
-  if (peer_frame_.enhanced) {  // RFC 6581 §9.1 (EMPA-022): the ULP sees the peer's values
+  if (peer_frame_.enhanced) { // RFC 6581 §9.1 (EMPA-022): the ULP sees the peer's values
     result_.peer_ird = peer_frame_.enhanced->ird;
     result_.peer_ord = peer_frame_.enhanced->ord;
     result_.peer_rtr = rtr_set(*peer_frame_.enhanced);
@@ -359,11 +356,11 @@ void MpaStartup::process_reply() {
   result_.markers_rx = peer_rdmac_ || local_frame_.markers;
   result_.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
   result_.enhanced = local_frame_.enhanced && peer_frame_.enhanced;
-  if (peer_frame_.reject) {  // RFC 5044 §7.1.2 r3 (HX-011): TCP stays open for the ULP
+  if (peer_frame_.reject) { // RFC 5044 §7.1.2 r3 (HX-011): TCP stays open for the ULP
     finish(MpaState::Rejected);
     return;
   }
-  if (!result_.enhanced) {  // unenhanced (or IM-11 fallback): IRD/ORD/RTR are the ULP's
+  if (!result_.enhanced) { // unenhanced (or IM-11 fallback): IRD/ORD/RTR are the ULP's
     finish(MpaState::Established);
     return;
   }
@@ -377,13 +374,13 @@ void MpaStartup::negotiate_enhanced() {
   // the responder IRD; 0x3FFF on either side leaves the local value alone.
   std::uint16_t ird = req.ird;
   if (rep.ord != kNoNeg && req.ird != kNoNeg && rep.ord > ird) {
-    if (rep.ord > policy_.max_ird) {  // IR-06, HX-015/016
-      fail_with_terminate(term::mpa_insufficient_ird,
-                          cat("MPA Reply responder ORD ", rep.ord, " exceeds the local maximum IRD ",
-                              policy_.max_ird, " (RFC 6581 §9.1)"));
+    if (rep.ord > policy_.max_ird) { // IR-06, HX-015/016
+      fail_with_terminate(term::mpa_insufficient_ird, cat("MPA Reply responder ORD ", rep.ord,
+                                                          " exceeds the local maximum IRD ",
+                                                          policy_.max_ird, " (RFC 6581 §9.1)"));
       return;
     }
-    ird = rep.ord;  // IR-07: the MUST of §9.1 wins over keeping the advertised IRD
+    ird = rep.ord; // IR-07: the MUST of §9.1 wins over keeping the advertised IRD
   }
   std::uint16_t ord = req.ord;
   if (rep.ird != kNoNeg && req.ord != kNoNeg) ord = std::min(ord, rep.ird);
@@ -403,7 +400,7 @@ void MpaStartup::negotiate_enhanced() {
     // EMPA-041: a Read RTR needs a responder IRRQ entry and one ORD credit here.
     const bool read_possible = rep.ird >= 1 && policy_.max_ord >= 1;
     result_.rtr = pick_rtr(intersect(offered, listed), read_possible);
-    if (!result_.rtr) {  // RT-06/07, HX-014
+    if (!result_.rtr) { // RT-06/07, HX-014
       fail_with_terminate(term::mpa_no_matching_rtr,
                           cat("no matching RTR: the Request offered ", rtr_names(offered),
                               ", the Reply listed ", rtr_names(listed),
@@ -466,8 +463,8 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
   f.private_data = std::move(private_data);
 
   result_.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
-  result_.crc = f.crc;  // already includes the Request's C
-  result_.markers_tx = peer_rdmac_ || peer_frame_.markers;  // RFC 5044 §7.1.1 (MPA-032)
+  result_.crc = f.crc;                                     // already includes the Request's C
+  result_.markers_tx = peer_rdmac_ || peer_frame_.markers; // RFC 5044 §7.1.1 (MPA-032)
   result_.markers_rx = f.markers;
   result_.large_fpdu = f.large_fpdu && peer_frame_.large_fpdu;
   const std::vector<std::byte> wire = f.encode();
@@ -487,7 +484,7 @@ MpaEnhanced MpaStartup::reply_enhanced(std::uint16_t ird, std::uint16_t ord) {
   if (!keep_ord) ord = std::min(ord, req.ird);
 
   MpaEnhanced e;
-  e.p2p = req.p2p;  // RFC 6581 §9.2 (EMPA-033): echo A
+  e.p2p = req.p2p; // RFC 6581 §9.2 (EMPA-033): echo A
   if (req.p2p) {
     RtrSet listed = reply_rtr(rtr_set(req));
     // A Read RTR needs an IRRQ entry: raise IRD 0 to 1 when Read is the only type
@@ -529,13 +526,13 @@ void MpaStartup::on_peer_closed() {
   if (state_ == MpaState::RequestReceived) {
     fail(term::mpa_tcp_closed, "peer closed TCP before the MPA Reply was sent");
   } else if (!awaiting_frame()) {
-    return;  // after the exchange, closing is the data path's business
+    return; // after the exchange, closing is the data path's business
   } else if (n == 0) {
     fail(term::mpa_tcp_closed, cat("peer closed TCP before sending the ", kind));
   } else if (n < kMpaFrameHeaderLen) {
-    fail(term::mpa_invalid_frame, cat(kind, " header incomplete: peer closed TCP after ", n,
-                                      " of ", kMpaFrameHeaderLen, " octets (RFC 5044 §7.1.1)"));
-  } else {  // HX-007
+    fail(term::mpa_invalid_frame, cat(kind, " header incomplete: peer closed TCP after ", n, " of ",
+                                      kMpaFrameHeaderLen, " octets (RFC 5044 §7.1.1)"));
+  } else { // HX-007
     fail(term::mpa_invalid_frame,
          cat(kind, " PD incomplete: peer closed TCP after ", n - kMpaFrameHeaderLen, " of ",
              header_.pd_length, " private data octets (RFC 5044 §7.1.2 r9)"));
@@ -548,10 +545,10 @@ void MpaStartup::on_timer(MpaClock::time_point now) {
   if (state_ == MpaState::RequestReceived) {
     fail(term::mpa_tcp_closed,
          cat("MPA startup timed out after ", ms, " ms waiting for the local accept or reject"));
-  } else if (awaiting_frame()) {  // HX-004/005, OX-03, RFC 5044 §7.1.2 r8/r10
-    fail(term::mpa_tcp_closed, cat("MPA startup timed out after ", ms, " ms waiting for the ",
-                                   kind_name(expected_kind()), " (", in_.size(),
-                                   " octets received)"));
+  } else if (awaiting_frame()) { // HX-004/005, OX-03, RFC 5044 §7.1.2 r8/r10
+    fail(term::mpa_tcp_closed,
+         cat("MPA startup timed out after ", ms, " ms waiting for the ", kind_name(expected_kind()),
+             " (", in_.size(), " octets received)"));
   }
 }
 
@@ -581,4 +578,4 @@ void MpaStartup::fail_with_terminate(TermCode code, std::string message) {
   error_.terminate_sent = true;
 }
 
-}  // namespace iwarp
+} // namespace iwarp

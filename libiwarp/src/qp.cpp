@@ -1,47 +1,47 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // QP life cycle: posting, completion order, errors, Terminate and flush.
-#include <algorithm>
-
 #include "iwarp/qp.hpp"
+
+#include <algorithm>
 
 namespace iwarp {
 
 std::string_view wc_status_name(WcStatus s) {
   switch (s) {
-    case WcStatus::Success: return "success";
-    case WcStatus::LocalLength: return "local length error";
-    case WcStatus::LocalQpOperation: return "local QP operation error";
-    case WcStatus::LocalProtection: return "local protection error";
-    case WcStatus::LocalAccess: return "local access error";
-    case WcStatus::Flushed: return "work request flushed";
-    case WcStatus::BadResponse: return "bad response";
-    case WcStatus::RemoteInvalidRequest: return "remote invalid request";
-    case WcStatus::RemoteAccess: return "remote access error";
-    case WcStatus::RemoteOperation: return "remote operation error";
-    case WcStatus::Fatal: return "fatal error";
+  case WcStatus::Success: return "success";
+  case WcStatus::LocalLength: return "local length error";
+  case WcStatus::LocalQpOperation: return "local QP operation error";
+  case WcStatus::LocalProtection: return "local protection error";
+  case WcStatus::LocalAccess: return "local access error";
+  case WcStatus::Flushed: return "work request flushed";
+  case WcStatus::BadResponse: return "bad response";
+  case WcStatus::RemoteInvalidRequest: return "remote invalid request";
+  case WcStatus::RemoteAccess: return "remote access error";
+  case WcStatus::RemoteOperation: return "remote operation error";
+  case WcStatus::Fatal: return "fatal error";
   }
   return "?";
 }
 
 WcOpcode completion_opcode(WrOpcode op) {
   switch (op) {
-    case WrOpcode::RdmaWrite:
-    case WrOpcode::RdmaWriteImmediate: return WcOpcode::RdmaWrite;
-    case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
-    case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
-    case WrOpcode::AtomicCompareSwap: return WcOpcode::CompareSwap;
-    default: return WcOpcode::Send;
+  case WrOpcode::RdmaWrite:
+  case WrOpcode::RdmaWriteImmediate: return WcOpcode::RdmaWrite;
+  case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
+  case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
+  case WrOpcode::AtomicCompareSwap: return WcOpcode::CompareSwap;
+  default: return WcOpcode::Send;
   }
 }
 
 std::string_view qp_state_name(QpState s) {
   switch (s) {
-    case QpState::Rts: return "RTS";
-    case QpState::Closing: return "closing";
-    case QpState::Closed: return "closed";
-    case QpState::Terminate: return "terminate";
-    case QpState::Error: return "error";
+  case QpState::Rts: return "RTS";
+  case QpState::Closing: return "closing";
+  case QpState::Closed: return "closed";
+  case QpState::Terminate: return "terminate";
+  case QpState::Error: return "error";
   }
   return "?";
 }
@@ -85,12 +85,8 @@ std::deque<RecvWr> SharedRecvQueue::drain() { return std::exchange(q_, {}); }
 // ---- Qp ----------------------------------------------------------------------------
 
 Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
-    : cfg_(config),
-      mem_(mem),
-      srq_(srq),
-      tx_(config.crc, config.markers_tx),
-      tx_allowed_(config.initiator),
-      rx_(config.crc, config.markers_rx) {
+    : cfg_(config), mem_(mem), srq_(srq), tx_(config.crc, config.markers_tx),
+      tx_allowed_(config.initiator), rx_(config.crc, config.markers_rx) {
   cfg_.mulpdu = std::clamp(cfg_.mulpdu, kMinMulpdu, kMaxUlpdu);
   rx_.set_sink(this);
   // RFC 6581 §5 (EMPA-012): the initiator's RTR precedes every other FPDU.
@@ -98,17 +94,16 @@ Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
 }
 
 PostError Qp::post_send(SendWr wr) {
-  const bool ext = wr.opcode == WrOpcode::ImmediateData ||
-                   wr.opcode == WrOpcode::RdmaWriteImmediate ||
-                   wr.opcode == WrOpcode::AtomicFetchAdd ||
-                   wr.opcode == WrOpcode::AtomicCompareSwap;
+  const bool ext =
+      wr.opcode == WrOpcode::ImmediateData || wr.opcode == WrOpcode::RdmaWriteImmediate ||
+      wr.opcode == WrOpcode::AtomicFetchAdd || wr.opcode == WrOpcode::AtomicCompareSwap;
   if (ext && !cfg_.rfc7306) return PostError::InvalidArgument;
   // With ORD 0 (RFC 6581 may negotiate it) a Read or Atomic could never be sent.
   const bool outbound_req = wr.opcode == WrOpcode::RdmaRead ||
                             wr.opcode == WrOpcode::AtomicFetchAdd ||
                             wr.opcode == WrOpcode::AtomicCompareSwap;
   if (outbound_req && cfg_.ord == 0) return PostError::InvalidArgument;
-  if (!wr.inline_data.empty()) wr.is_inline = true;  // inline_data replaces the SGL
+  if (!wr.inline_data.empty()) wr.is_inline = true; // inline_data replaces the SGL
   if (wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
   if (wr.is_inline && (wr.inline_data.size() > cfg_.max_inline || wr.opcode == WrOpcode::RdmaRead))
     return PostError::InvalidArgument;
@@ -134,7 +129,8 @@ PostError Qp::post_recv(RecvWr wr) {
     return PostError::None;
   }
   std::uint64_t cap = 0;
-  for (const Sge& s : wr.sgl) cap += s.length;
+  for (const Sge& s : wr.sgl)
+    cap += s.length;
   rq_.emplace_back(std::move(wr), cap);
   return PostError::None;
 }
@@ -182,8 +178,8 @@ void Qp::flush_all(std::optional<WcStatus> first_status) {
   sq_next_ = sq_.size();
   complete_sq();
   for (RqEntry& r : rq_)
-    push_completion(Completion::make(r.wr.wr_id, r.error.value_or(WcStatus::Flushed),
-                                     WcOpcode::Recv, 0, true));
+    push_completion(
+        Completion::make(r.wr.wr_id, r.error.value_or(WcStatus::Flushed), WcOpcode::Recv, 0, true));
   rq_.clear();
 }
 
@@ -216,7 +212,7 @@ void Qp::enter_error(std::optional<WcStatus> first_status) {
 }
 
 void Qp::terminate(TermCode code, std::string message, bool with_header, bool with_rdma_header) {
-  if (error_ || terminate_queued_) return;  // HX-094: only the first error is reported
+  if (error_ || terminate_queued_) return; // HX-094: only the first error is reported
   note_error(code, false, std::move(message));
   TerminateHeader t;
   t.code = code;
@@ -279,12 +275,12 @@ void Qp::on_peer_closed(bool graceful) {
   }
   bool clean = graceful && rx_.at_fpdu_boundary();
   note_error(term::mpa_tcp_closed, true,
-             clean ? "peer closed the connection"
-                   : graceful ? "peer closed the connection in the middle of an FPDU"
-                              : "connection reset or lost");
+             clean      ? "peer closed the connection"
+             : graceful ? "peer closed the connection in the middle of an FPDU"
+                        : "connection reset or lost");
   frames_.clear();
   enter_error(std::nullopt);
   state_ = QpState::Error;
 }
 
-}  // namespace iwarp
+} // namespace iwarp

@@ -3,9 +3,9 @@
 // Receive: the UlpduSink behind FpduRx. Each segment's DDP/RDMAP header is
 // collected, validated (RFC 5041 §7.1, RFC 5040 §7.2) and only then is the
 // payload placed, straight into registered memory or the receive buffer.
-#include <cstring>
-
 #include "iwarp/qp.hpp"
+
+#include <cstring>
 
 namespace iwarp {
 
@@ -14,14 +14,14 @@ namespace {
 // Status for the first outstanding work request when the peer terminates.
 WcStatus status_for_remote(TermCode c) {
   switch (c.layer) {
-    case TermLayer::Rdmap:
-      return c.etype == term::kRdmapRemoteProtection ? WcStatus::RemoteAccess
-                                                     : WcStatus::RemoteOperation;
-    case TermLayer::Ddp:
-      if (c.etype == 1) return WcStatus::RemoteAccess;
-      if (c.etype == 2) return WcStatus::RemoteInvalidRequest;
-      return WcStatus::RemoteOperation;
-    case TermLayer::Llp: break;
+  case TermLayer::Rdmap:
+    return c.etype == term::kRdmapRemoteProtection ? WcStatus::RemoteAccess
+                                                   : WcStatus::RemoteOperation;
+  case TermLayer::Ddp:
+    if (c.etype == 1) return WcStatus::RemoteAccess;
+    if (c.etype == 2) return WcStatus::RemoteInvalidRequest;
+    return WcStatus::RemoteOperation;
+  case TermLayer::Llp: break;
   }
   return WcStatus::Fatal;
 }
@@ -29,18 +29,20 @@ WcStatus status_for_remote(TermCode c) {
 std::string describe(const DdpHeader& h) {
   std::string s(opcode_name(h.opcode));
   if (h.tagged)
-    s += " (STag 0x" + [](std::uint32_t v) {
-      char b[16];
-      std::snprintf(b, sizeof b, "%08x", v);
-      return std::string(b);
-    }(h.stag) + ", TO " + std::to_string(h.to) + ")";
+    s += " (STag 0x" +
+         [](std::uint32_t v) {
+           char b[16];
+           std::snprintf(b, sizeof b, "%08x", v);
+           return std::string(b);
+         }(h.stag) +
+         ", TO " + std::to_string(h.to) + ")";
   else
     s += " (QN " + std::to_string(h.qn) + ", MSN " + std::to_string(h.msn) + ", MO " +
          std::to_string(h.mo) + ")";
   return s;
 }
 
-}  // namespace
+} // namespace
 
 std::optional<TermCode> Qp::reject(TermCode code, std::string message, bool with_header,
                                    bool with_rdma_header) {
@@ -88,14 +90,14 @@ MutBytes Qp::ulpdu_dest(std::size_t offset, std::size_t max) {
   const std::uint64_t po = offset - seg_hdr_len_;
   MutBytes d;
   switch (seg_.op()) {
-    case Opcode::RdmaWrite: d = MutBytes(place_ + po, max); break;
-    case Opcode::RdmaReadResponse:
-      d = span_dest(rx_read_->sink, seg_.to - rx_read_->sink_to + po, max);
-      break;
-    case Opcode::Terminate:
-      d = MutBytes(term_buf_).subspan(po, std::min<std::size_t>(max, term_buf_.size() - po));
-      break;
-    default: d = span_dest(rx_wqe_->spans, seg_.mo + po, max); break;
+  case Opcode::RdmaWrite: d = MutBytes(place_ + po, max); break;
+  case Opcode::RdmaReadResponse:
+    d = span_dest(rx_read_->sink, seg_.to - rx_read_->sink_to + po, max);
+    break;
+  case Opcode::Terminate:
+    d = MutBytes(term_buf_).subspan(po, std::min<std::size_t>(max, term_buf_.size() - po));
+    break;
+  default: d = span_dest(rx_wqe_->spans, seg_.mo + po, max); break;
   }
   return d;
 }
@@ -109,8 +111,8 @@ std::optional<TermCode> Qp::ulpdu_landed(std::size_t offset, std::size_t n) {
 
 std::optional<TermCode> Qp::header_landed(std::size_t offset, std::size_t n) {
   if (offset + n < hdr_need_) return std::nullopt;
-  if (ulpdu_len_ < kTaggedHdrLen || (!DdpHeader::is_tagged(hdr_buf_.data()) &&
-                                     ulpdu_len_ < kUntaggedHdrLen)) {
+  if (ulpdu_len_ < kTaggedHdrLen ||
+      (!DdpHeader::is_tagged(hdr_buf_.data()) && ulpdu_len_ < kUntaggedHdrLen)) {
     // HX-037: the ULPDU cannot even hold a DDP header.
     hdr_done_ = true;
     return reject(term::ddp_local_catastrophic,
@@ -170,17 +172,17 @@ std::optional<TermCode> Qp::on_header() {
   const bool is_term = seg_.op() == Opcode::Terminate;
   const std::size_t need = ddp_len + (is_term ? kTerminateCtrlLen : rx_rdmap_hdr_);
   if (ulpdu_len_ < need) {
-    if (is_term) return reject_terminate("truncated " + describe(seg_));  // HX-093
+    if (is_term) return reject_terminate("truncated " + describe(seg_)); // HX-093
     return reject(term::rdmap_op_unspecified, "truncated RDMAP header in " + describe(seg_));
   }
   if (!info.payload && ulpdu_len_ != need)
-    return reject(term::rdmap_op_unspecified,
-                  std::to_string(ulpdu_len_ - need) + " unexpected payload octets in " +
-                      describe(seg_));
+    return reject(term::rdmap_op_unspecified, std::to_string(ulpdu_len_ - need) +
+                                                  " unexpected payload octets in " +
+                                                  describe(seg_));
   if (!info.payload || info.rdmap_hdr) {
     // Single-segment messages (RFC 5040 §4.4, §4.8; RFC 7306 §4).
     if (!seg_.last || seg_.mo != 0) {
-      if (is_term) return reject_terminate("multi-segment " + describe(seg_));  // HX-093
+      if (is_term) return reject_terminate("multi-segment " + describe(seg_)); // HX-093
       return reject(term::rdmap_op_unspecified, "multi-segment " + describe(seg_));
     }
   }
@@ -194,9 +196,9 @@ std::optional<TermCode> Qp::check_tagged() {
     if (len == 0) return std::nullopt;
     auto r = mem_.resolve(seg_.stag, cfg_.pd, cfg_.qp_id, seg_.to, len, access::kRemoteWrite);
     if (r.error)
-      return reject(ddp_tagged_code(*r.error),
-                    std::string(mem_error_name(*r.error)) + " for " + describe(seg_) + " of " +
-                        std::to_string(len) + " octets");
+      return reject(ddp_tagged_code(*r.error), std::string(mem_error_name(*r.error)) + " for " +
+                                                   describe(seg_) + " of " + std::to_string(len) +
+                                                   " octets");
     place_ = r.host;
     return std::nullopt;
   }
@@ -215,8 +217,7 @@ std::optional<TermCode> Qp::check_tagged() {
     return reject(term::ddp_tagged_to_wrap, "TO wrap in " + describe(seg_));
   if (seg_.to < o.sink_to || seg_.to - o.sink_to + len > o.length)
     return reject(term::ddp_tagged_base_bounds,
-                  describe(seg_) + " outside the " + std::to_string(o.length) +
-                      "-octet Read sink");
+                  describe(seg_) + " outside the " + std::to_string(o.length) + "-octet Read sink");
   rx_read_ = &o;
   return std::nullopt;
 }
@@ -227,7 +228,8 @@ Qp::RqEntry* Qp::rq_entry(std::uint32_t k) {
   if (srq_ && k == rq_.size()) {
     if (auto wr = srq_->take()) {
       std::uint64_t cap = 0;
-      for (const Sge& s : wr->sgl) cap += s.length;
+      for (const Sge& s : wr->sgl)
+        cap += s.length;
       rq_.emplace_back(std::move(*wr), cap);
     }
   }
@@ -237,73 +239,71 @@ Qp::RqEntry* Qp::rq_entry(std::uint32_t k) {
 std::optional<TermCode> Qp::check_untagged() {
   const std::uint64_t len = ulpdu_len_ - seg_hdr_len_;
   switch (seg_.qn) {
-    case kQnSend: {
-      // RFC 6581 §4.4.2: the zero-length Send RTR is consumed invisibly.
-      if (cfg_.expect_rtr && seg_.op() == Opcode::Send && len == 0 && seg_.last &&
-          seg_.msn == rx_msn_[kQnSend]) {
-        rtr_swallow_ = true;
-        return std::nullopt;
-      }
-      std::uint32_t k = seg_.msn - rx_msn_[kQnSend];
-      RqEntry* w = rq_entry(k);
-      if (!w) {
-        // HX-059 / HX-060: the next MSN with no buffer, or an MSN out of range.
-        bool next = k == rq_.size();
-        return reject(next ? term::ddp_untagged_no_buffer : term::ddp_untagged_msn_range,
-                      (next ? "no receive buffer posted for " : "MSN out of range in ") +
-                          describe(seg_));
-      }
-      const std::uint64_t msg_bytes =
-          seg_.opcode == static_cast<std::uint8_t>(Opcode::ImmediateData) ||
-                  seg_.opcode == static_cast<std::uint8_t>(Opcode::ImmediateDataSe)
-              ? 0
-              : len;
-      if (seg_.mo > w->capacity)  // HX-061
-        return reject(term::ddp_untagged_invalid_mo,
-                      describe(seg_) + " beyond the " + std::to_string(w->capacity) +
-                          "-octet receive buffer");
-      if (seg_.mo + msg_bytes > w->capacity)  // HX-062
-        return reject(term::ddp_untagged_too_long,
-                      describe(seg_) + " of " + std::to_string(len) + " octets overflows the " +
-                          std::to_string(w->capacity) + "-octet receive buffer");
-      if (!w->resolved) {
-        for (const Sge& s : w->wr.sgl) {
-          if (s.length == 0) continue;
-          auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, access::kLocalWrite);
-          if (r.error) {
-            // A local error: the buffer's WR fails, the connection with it.
-            w->error = *r.error == MemError::Access ? WcStatus::LocalAccess
-                                                    : WcStatus::LocalProtection;
-            return reject(term::ddp_local_catastrophic,
-                          "receive WR " + std::to_string(w->wr.wr_id) +
-                              ": local protection error (" +
-                              std::string(mem_error_name(*r.error)) + ")",
-                          false);
-          }
-          w->spans.emplace_back(r.host, s.length);
-        }
-        w->resolved = true;
-      }
-      rx_wqe_ = w;
+  case kQnSend: {
+    // RFC 6581 §4.4.2: the zero-length Send RTR is consumed invisibly.
+    if (cfg_.expect_rtr && seg_.op() == Opcode::Send && len == 0 && seg_.last &&
+        seg_.msn == rx_msn_[kQnSend]) {
+      rtr_swallow_ = true;
       return std::nullopt;
     }
-    case kQnReadRequest:
-      // Read and Atomic Requests: in order, one segment each, within IRD.
-      if (seg_.msn != rx_msn_[kQnReadRequest])
-        return reject(term::ddp_untagged_msn_range, "MSN out of range in " + describe(seg_));
-      if (irq_.size() >= cfg_.ird)  // HX-081, RFC 5040 §6.1
-        return reject(term::ddp_untagged_no_buffer,
-                      "more than IRD=" + std::to_string(cfg_.ird) + " outstanding Read Requests");
-      return std::nullopt;
-    case kQnTerminate:
-      if (len > term_buf_.size())
-        return reject_terminate(std::to_string(len) + " octets");  // HX-093
-      return std::nullopt;
-    case kQnAtomicResponse:
-      // HX-091: must answer our oldest outstanding Atomic Request.
-      if (seg_.msn != rx_msn_[kQnAtomicResponse] || orq_.empty() || !orq_.front().atomic)
-        return reject(term::rdmap_unexpected_opcode, "unsolicited " + describe(seg_));
-      return std::nullopt;
+    std::uint32_t k = seg_.msn - rx_msn_[kQnSend];
+    RqEntry* w = rq_entry(k);
+    if (!w) {
+      // HX-059 / HX-060: the next MSN with no buffer, or an MSN out of range.
+      bool next = k == rq_.size();
+      return reject(next ? term::ddp_untagged_no_buffer : term::ddp_untagged_msn_range,
+                    (next ? "no receive buffer posted for " : "MSN out of range in ") +
+                        describe(seg_));
+    }
+    const std::uint64_t msg_bytes =
+        seg_.opcode == static_cast<std::uint8_t>(Opcode::ImmediateData) ||
+                seg_.opcode == static_cast<std::uint8_t>(Opcode::ImmediateDataSe)
+            ? 0
+            : len;
+    if (seg_.mo > w->capacity) // HX-061
+      return reject(term::ddp_untagged_invalid_mo, describe(seg_) + " beyond the " +
+                                                       std::to_string(w->capacity) +
+                                                       "-octet receive buffer");
+    if (seg_.mo + msg_bytes > w->capacity) // HX-062
+      return reject(term::ddp_untagged_too_long,
+                    describe(seg_) + " of " + std::to_string(len) + " octets overflows the " +
+                        std::to_string(w->capacity) + "-octet receive buffer");
+    if (!w->resolved) {
+      for (const Sge& s : w->wr.sgl) {
+        if (s.length == 0) continue;
+        auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, access::kLocalWrite);
+        if (r.error) {
+          // A local error: the buffer's WR fails, the connection with it.
+          w->error =
+              *r.error == MemError::Access ? WcStatus::LocalAccess : WcStatus::LocalProtection;
+          return reject(term::ddp_local_catastrophic,
+                        "receive WR " + std::to_string(w->wr.wr_id) + ": local protection error (" +
+                            std::string(mem_error_name(*r.error)) + ")",
+                        false);
+        }
+        w->spans.emplace_back(r.host, s.length);
+      }
+      w->resolved = true;
+    }
+    rx_wqe_ = w;
+    return std::nullopt;
+  }
+  case kQnReadRequest:
+    // Read and Atomic Requests: in order, one segment each, within IRD.
+    if (seg_.msn != rx_msn_[kQnReadRequest])
+      return reject(term::ddp_untagged_msn_range, "MSN out of range in " + describe(seg_));
+    if (irq_.size() >= cfg_.ird) // HX-081, RFC 5040 §6.1
+      return reject(term::ddp_untagged_no_buffer,
+                    "more than IRD=" + std::to_string(cfg_.ird) + " outstanding Read Requests");
+    return std::nullopt;
+  case kQnTerminate:
+    if (len > term_buf_.size()) return reject_terminate(std::to_string(len) + " octets"); // HX-093
+    return std::nullopt;
+  case kQnAtomicResponse:
+    // HX-091: must answer our oldest outstanding Atomic Request.
+    if (seg_.msn != rx_msn_[kQnAtomicResponse] || orq_.empty() || !orq_.front().atomic)
+      return reject(term::rdmap_unexpected_opcode, "unsolicited " + describe(seg_));
+    return std::nullopt;
   }
   return std::nullopt;
 }
@@ -347,41 +347,41 @@ void Qp::ulpdu_end(std::optional<TermCode> error) {
 
 std::optional<TermCode> Qp::deliver() {
   switch (seg_.op()) {
-    case Opcode::RdmaWrite: return std::nullopt;  // WR-004: placed, never delivered
-    case Opcode::RdmaReadResponse: {
-      // RFC 5040 §5.2.2: the Read completes when its response has been delivered.
-      Outstanding& o = orq_.front();
-      if (o.entry) o.entry->done = true;
-      orq_.pop_front();
-      rx_read_ = nullptr;
-      complete_sq();
-      return std::nullopt;
+  case Opcode::RdmaWrite: return std::nullopt; // WR-004: placed, never delivered
+  case Opcode::RdmaReadResponse: {
+    // RFC 5040 §5.2.2: the Read completes when its response has been delivered.
+    Outstanding& o = orq_.front();
+    if (o.entry) o.entry->done = true;
+    orq_.pop_front();
+    rx_read_ = nullptr;
+    complete_sq();
+    return std::nullopt;
+  }
+  case Opcode::RdmaReadRequest: return deliver_read_request();
+  case Opcode::AtomicRequest: return deliver_atomic_request();
+  case Opcode::Terminate: deliver_terminate(); return std::nullopt;
+  case Opcode::AtomicResponse: {
+    Outstanding& o = orq_.front();
+    AtomicResponseHeader a = AtomicResponseHeader::decode(hdr_buf_.data() + kUntaggedHdrLen);
+    if (a.orig_req_id != o.req_id)
+      return reject(term::rdmap_unexpected_opcode,
+                    "Atomic Response for unknown request " + std::to_string(a.orig_req_id));
+    std::array<std::byte, 8> v;
+    std::memcpy(v.data(), &a.orig_value, 8); // host order, as the consumer reads it
+    std::size_t off = 0;
+    for (MutBytes s : o.sink) {
+      std::size_t n = std::min(s.size(), v.size() - off);
+      std::memcpy(s.data(), v.data() + off, n);
+      off += n;
+      if (off == v.size()) break;
     }
-    case Opcode::RdmaReadRequest: return deliver_read_request();
-    case Opcode::AtomicRequest: return deliver_atomic_request();
-    case Opcode::Terminate: deliver_terminate(); return std::nullopt;
-    case Opcode::AtomicResponse: {
-      Outstanding& o = orq_.front();
-      AtomicResponseHeader a = AtomicResponseHeader::decode(hdr_buf_.data() + kUntaggedHdrLen);
-      if (a.orig_req_id != o.req_id)
-        return reject(term::rdmap_unexpected_opcode,
-                      "Atomic Response for unknown request " + std::to_string(a.orig_req_id));
-      std::array<std::byte, 8> v;
-      std::memcpy(v.data(), &a.orig_value, 8);  // host order, as the consumer reads it
-      std::size_t off = 0;
-      for (MutBytes s : o.sink) {
-        std::size_t n = std::min(s.size(), v.size() - off);
-        std::memcpy(s.data(), v.data() + off, n);
-        off += n;
-        if (off == v.size()) break;
-      }
-      ++rx_msn_[kQnAtomicResponse];
-      o.entry->done = true;
-      orq_.pop_front();
-      complete_sq();
-      return std::nullopt;
-    }
-    default: return deliver_send();
+    ++rx_msn_[kQnAtomicResponse];
+    o.entry->done = true;
+    orq_.pop_front();
+    complete_sq();
+    return std::nullopt;
+  }
+  default: return deliver_send();
   }
 }
 
@@ -398,8 +398,8 @@ std::optional<TermCode> Qp::deliver_send() {
     // RFC 5040 §5.3 (SD-005): invalidate before completing; HX-083 / HX-084 / HX-085.
     const MemoryRegion* r = mem_.find(seg_.inval_stag);
     if (!r || !r->valid)
-      return reject(term::rdmap_invalid_stag, "Send with Invalidate names an invalid STag in " +
-                                                  describe(seg_));
+      return reject(term::rdmap_invalid_stag,
+                    "Send with Invalidate names an invalid STag in " + describe(seg_));
     if (r->pd != cfg_.pd || (r->qp != 0 && r->qp != cfg_.qp_id))
       return reject(term::rdmap_stag_cannot_invalidate,
                     "Send with Invalidate names an STag of another PD or stream in " +
@@ -411,7 +411,7 @@ std::optional<TermCode> Qp::deliver_send() {
     w->immediate = load_be64(hdr_buf_.data() + kUntaggedHdrLen);
     w->length = 0;
   } else {
-    w->length = static_cast<std::uint32_t>(seg_.mo + (ulpdu_len_ - seg_hdr_len_));  // DDP-054
+    w->length = static_cast<std::uint32_t>(seg_.mo + (ulpdu_len_ - seg_hdr_len_)); // DDP-054
   }
   w->solicited = info.solicited;
   w->last_seen = true;
@@ -435,9 +435,9 @@ std::optional<TermCode> Qp::deliver_read_request() {
   ++rx_msn_[kQnReadRequest];
   // RFC 5040 §5.2.1 (HX-079): a zero-length Read is not validated.
   if (rr.size != 0) {
-    auto r = mem_.resolve(rr.src_stag, cfg_.pd, cfg_.qp_id, rr.src_to, rr.size,
-                          access::kRemoteRead);
-    if (r.error)  // HX-074..HX-078: Terminate with the DDP and RDMA headers
+    auto r =
+        mem_.resolve(rr.src_stag, cfg_.pd, cfg_.qp_id, rr.src_to, rr.size, access::kRemoteRead);
+    if (r.error) // HX-074..HX-078: Terminate with the DDP and RDMA headers
       return reject(rdmap_protection_code(*r.error),
                     "RDMA Read Request: " + std::string(mem_error_name(*r.error)) +
                         " for source STag " + std::to_string(rr.src_stag),
@@ -453,14 +453,14 @@ std::optional<TermCode> Qp::deliver_atomic_request() {
   AtomicRequestHeader a = AtomicRequestHeader::decode(hdr_buf_.data() + kUntaggedHdrLen);
   ++rx_msn_[kQnReadRequest];
   if (a.aopcode != static_cast<std::uint8_t>(AtomicOp::FetchAdd) &&
-      a.aopcode != static_cast<std::uint8_t>(AtomicOp::CompareSwap))  // HX-089
+      a.aopcode != static_cast<std::uint8_t>(AtomicOp::CompareSwap)) // HX-089
     return reject(term::rdmap_unexpected_opcode,
                   "unsupported atomic opcode " + std::to_string(a.aopcode));
-  if (a.remote_to % 8 != 0)  // HX-088: RFC 7306 §5.1, memory untouched
+  if (a.remote_to % 8 != 0) // HX-088: RFC 7306 §5.1, memory untouched
     return reject(term::rdmap_catastrophic_stream,
                   "atomic target TO " + std::to_string(a.remote_to) + " is not 8-octet aligned");
   auto r = mem_.resolve(a.remote_stag, cfg_.pd, cfg_.qp_id, a.remote_to, 8, access::kRemoteAtomic);
-  if (r.error)  // HX-090
+  if (r.error) // HX-090
     return reject(rdmap_protection_code(*r.error),
                   "Atomic Request: " + std::string(mem_error_name(*r.error)));
   std::uint64_t orig;
@@ -505,13 +505,13 @@ namespace {
 // Layer/EType pairs of RFC 5040 §4.8 Fig. 9 (RFC 5041 §7.2: DDP EType 3 is for the LLP).
 bool known_term_code(TermCode c) {
   switch (c.layer) {
-    case TermLayer::Rdmap: return c.etype <= term::kRdmapRemoteOperation;
-    case TermLayer::Ddp: return c.etype <= 3;
-    case TermLayer::Llp: return c.etype == 0;
+  case TermLayer::Rdmap: return c.etype <= term::kRdmapRemoteOperation;
+  case TermLayer::Ddp: return c.etype <= 3;
+  case TermLayer::Llp: return c.etype == 0;
   }
   return false;
 }
-}  // namespace
+} // namespace
 
 void Qp::deliver_terminate() {
   const std::size_t len = ulpdu_len_ - seg_hdr_len_;
@@ -530,4 +530,4 @@ void Qp::deliver_terminate() {
   enter_error(status_for_remote(t->code));
 }
 
-}  // namespace iwarp
+} // namespace iwarp

@@ -3,9 +3,9 @@
 // Transmit: work requests become RDMAP messages (RFC 5040 §5), messages become
 // DDP segments of at most MULPDU octets (RFC 5041 §5.2), segments become FPDUs.
 // Payload is referenced in place, never copied.
-#include <algorithm>
-
 #include "iwarp/qp.hpp"
+
+#include <algorithm>
 
 namespace iwarp {
 
@@ -13,8 +13,8 @@ namespace {
 // Frames built ahead of the socket: enough to fill a writev, few enough that an
 // error can still drop work that has not started.
 constexpr std::size_t kMaxQueuedFrames = 16;
-constexpr std::uint64_t kMaxMessage = 0xffffffffull;  // RFC 5041 §5.2: length < 2^32
-}  // namespace
+constexpr std::uint64_t kMaxMessage = 0xffffffffull; // RFC 5041 §5.2: length < 2^32
+} // namespace
 
 std::optional<WcStatus> Qp::resolve_local(const std::vector<Sge>& sgl, std::uint32_t need,
                                           std::vector<ConstBytes>& out, std::uint64_t& total) {
@@ -57,24 +57,24 @@ bool Qp::start_next_message() {
     // RFC 6581 §9.2: the RTR is a zero-length Send, RDMA Write or RDMA Read.
     rtr_pending_ = false;
     switch (*cfg_.rtr) {
-      case RtrType::Send:
-        m.hdr.opcode = static_cast<std::uint8_t>(Opcode::Send);
-        m.hdr.qn = kQnSend;
-        m.hdr.msn = tx_msn_[kQnSend]++;
-        break;
-      case RtrType::Write:
-        m.hdr.tagged = true;
-        m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaWrite);
-        break;
-      case RtrType::Read: {
-        m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaReadRequest);
-        m.hdr.qn = kQnReadRequest;
-        m.hdr.msn = tx_msn_[kQnReadRequest]++;
-        m.rdmap_hdr.resize(kReadRequestHdrLen);
-        ReadRequestHeader{}.encode(m.rdmap_hdr.data());
-        orq_.emplace_back(nullptr);  // answered by a zero-length Read Response
-        break;
-      }
+    case RtrType::Send:
+      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::Send);
+      m.hdr.qn = kQnSend;
+      m.hdr.msn = tx_msn_[kQnSend]++;
+      break;
+    case RtrType::Write:
+      m.hdr.tagged = true;
+      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaWrite);
+      break;
+    case RtrType::Read: {
+      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaReadRequest);
+      m.hdr.qn = kQnReadRequest;
+      m.hdr.msn = tx_msn_[kQnReadRequest]++;
+      m.rdmap_hdr.resize(kReadRequestHdrLen);
+      ReadRequestHeader{}.encode(m.rdmap_hdr.data());
+      orq_.emplace_back(nullptr); // answered by a zero-length Read Response
+      break;
+    }
     }
     cur_ = std::move(m);
     return true;
@@ -83,7 +83,8 @@ bool Qp::start_next_message() {
   // Alternate between inbound Read Responses and our own send queue, so that
   // neither starves the other (ORD-09 lets responses overtake later messages).
   // WRs posted after close() were completed (flushed) at once: never send them.
-  while (sq_next_ < sq_.size() && sq_[sq_next_].done) ++sq_next_;
+  while (sq_next_ < sq_.size() && sq_[sq_next_].done)
+    ++sq_next_;
   bool sq_ready = sq_next_ < sq_.size();
   if (sq_ready) {
     const SqEntry& e = sq_[sq_next_];
@@ -143,114 +144,115 @@ bool Qp::start_next_message() {
   }
 
   switch (wr.opcode) {
-    case WrOpcode::Send:
-    case WrOpcode::SendInvalidate: {
-      Opcode op = wr.opcode == WrOpcode::SendInvalidate
-                      ? (wr.solicited ? Opcode::SendSeInvalidate : Opcode::SendInvalidate)
-                      : (wr.solicited ? Opcode::SendSe : Opcode::Send);
-      m.hdr.opcode = static_cast<std::uint8_t>(op);
-      m.hdr.qn = kQnSend;
-      m.hdr.msn = tx_msn_[kQnSend]++;
-      m.hdr.inval_stag = wr.opcode == WrOpcode::SendInvalidate ? wr.invalidate_stag : 0;
+  case WrOpcode::Send:
+  case WrOpcode::SendInvalidate: {
+    Opcode op = wr.opcode == WrOpcode::SendInvalidate
+                    ? (wr.solicited ? Opcode::SendSeInvalidate : Opcode::SendInvalidate)
+                    : (wr.solicited ? Opcode::SendSe : Opcode::Send);
+    m.hdr.opcode = static_cast<std::uint8_t>(op);
+    m.hdr.qn = kQnSend;
+    m.hdr.msn = tx_msn_[kQnSend]++;
+    m.hdr.inval_stag = wr.opcode == WrOpcode::SendInvalidate ? wr.invalidate_stag : 0;
+    m.length = total;
+    e.byte_len = static_cast<std::uint32_t>(total);
+    ++sq_next_;
+    break;
+  }
+  case WrOpcode::RdmaWrite:
+  case WrOpcode::RdmaWriteImmediate:
+    if (e.stage == 0) {
+      m.hdr.tagged = true;
+      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaWrite);
+      m.hdr.stag = wr.remote_stag;
+      m.hdr.to = wr.remote_addr;
       m.length = total;
       e.byte_len = static_cast<std::uint32_t>(total);
-      ++sq_next_;
-      break;
-    }
-    case WrOpcode::RdmaWrite:
-    case WrOpcode::RdmaWriteImmediate:
-      if (e.stage == 0) {
-        m.hdr.tagged = true;
-        m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaWrite);
-        m.hdr.stag = wr.remote_stag;
-        m.hdr.to = wr.remote_addr;
-        m.length = total;
-        e.byte_len = static_cast<std::uint32_t>(total);
-        if (wr.opcode == WrOpcode::RdmaWriteImmediate) {
-          m.completes_entry = false;  // completes with the Immediate Data message
-          e.stage = 1;
-          break;
-        }
-        ++sq_next_;
+      if (wr.opcode == WrOpcode::RdmaWriteImmediate) {
+        m.completes_entry = false; // completes with the Immediate Data message
+        e.stage = 1;
         break;
       }
-      [[fallthrough]];
-    case WrOpcode::ImmediateData: {
-      // RFC 7306 §6: 8 octets of Immediate Data on QN 0.
-      m.payload.clear();
-      m.hdr = DdpHeader{};
-      m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.version;
-      m.hdr.opcode = static_cast<std::uint8_t>(wr.solicited ? Opcode::ImmediateDataSe
-                                                            : Opcode::ImmediateData);
-      m.hdr.qn = kQnSend;
-      m.hdr.msn = tx_msn_[kQnSend]++;
-      m.rdmap_hdr.resize(kImmediateDataLen);
-      store_be64(m.rdmap_hdr.data(), wr.immediate);
       ++sq_next_;
       break;
     }
-    case WrOpcode::RdmaRead: {
-      Outstanding o(&e);
-      std::vector<ConstBytes> sink;
-      std::uint64_t len = 0;
-      if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
-        return local_error(*err, "RDMA Read sink: " + std::string(wc_status_name(*err)));
-      for (ConstBytes b : sink) o.sink.emplace_back(const_cast<std::byte*>(b.data()), b.size());
-      // The sink STag/TO name our first SGE; the response is placed by offset
-      // into the whole list (it must echo this STag, RFC 5040 §5.2.2).
-      auto first =
-          std::find_if(wr.sgl.begin(), wr.sgl.end(), [](const Sge& s) { return s.length; });
-      o.sink_stag = first != wr.sgl.end() ? first->lkey : 0;
-      o.sink_to = first != wr.sgl.end() ? first->addr : 0;
-      o.length = static_cast<std::uint32_t>(len);
-      e.byte_len = o.length;
-      ReadRequestHeader rr{o.sink_stag, o.sink_to, o.length, wr.remote_stag, wr.remote_addr};
-      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaReadRequest);
-      m.hdr.qn = kQnReadRequest;
-      m.hdr.msn = tx_msn_[kQnReadRequest]++;
-      m.rdmap_hdr.resize(kReadRequestHdrLen);
-      rr.encode(m.rdmap_hdr.data());
-      m.completes_entry = false;  // completes when the Read Response has arrived
-      orq_.push_back(std::move(o));
-      ++sq_next_;
-      break;
+    [[fallthrough]];
+  case WrOpcode::ImmediateData: {
+    // RFC 7306 §6: 8 octets of Immediate Data on QN 0.
+    m.payload.clear();
+    m.hdr = DdpHeader{};
+    m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.version;
+    m.hdr.opcode =
+        static_cast<std::uint8_t>(wr.solicited ? Opcode::ImmediateDataSe : Opcode::ImmediateData);
+    m.hdr.qn = kQnSend;
+    m.hdr.msn = tx_msn_[kQnSend]++;
+    m.rdmap_hdr.resize(kImmediateDataLen);
+    store_be64(m.rdmap_hdr.data(), wr.immediate);
+    ++sq_next_;
+    break;
+  }
+  case WrOpcode::RdmaRead: {
+    Outstanding o(&e);
+    std::vector<ConstBytes> sink;
+    std::uint64_t len = 0;
+    if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
+      return local_error(*err, "RDMA Read sink: " + std::string(wc_status_name(*err)));
+    for (ConstBytes b : sink)
+      o.sink.emplace_back(const_cast<std::byte*>(b.data()), b.size());
+    // The sink STag/TO name our first SGE; the response is placed by offset
+    // into the whole list (it must echo this STag, RFC 5040 §5.2.2).
+    auto first = std::find_if(wr.sgl.begin(), wr.sgl.end(), [](const Sge& s) { return s.length; });
+    o.sink_stag = first != wr.sgl.end() ? first->lkey : 0;
+    o.sink_to = first != wr.sgl.end() ? first->addr : 0;
+    o.length = static_cast<std::uint32_t>(len);
+    e.byte_len = o.length;
+    ReadRequestHeader rr{o.sink_stag, o.sink_to, o.length, wr.remote_stag, wr.remote_addr};
+    m.hdr.opcode = static_cast<std::uint8_t>(Opcode::RdmaReadRequest);
+    m.hdr.qn = kQnReadRequest;
+    m.hdr.msn = tx_msn_[kQnReadRequest]++;
+    m.rdmap_hdr.resize(kReadRequestHdrLen);
+    rr.encode(m.rdmap_hdr.data());
+    m.completes_entry = false; // completes when the Read Response has arrived
+    orq_.push_back(std::move(o));
+    ++sq_next_;
+    break;
+  }
+  case WrOpcode::AtomicFetchAdd:
+  case WrOpcode::AtomicCompareSwap: {
+    Outstanding o(&e);
+    std::vector<ConstBytes> sink;
+    std::uint64_t len = 0;
+    if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
+      return local_error(*err, "atomic result buffer: " + std::string(wc_status_name(*err)));
+    if (len < 8) return local_error(WcStatus::LocalLength, "atomic result buffer under 8 octets");
+    for (ConstBytes b : sink)
+      o.sink.emplace_back(const_cast<std::byte*>(b.data()), b.size());
+    o.atomic = true;
+    o.req_id = next_atomic_id_++;
+    o.length = 8;
+    e.byte_len = 8;
+    AtomicRequestHeader a;
+    a.req_id = o.req_id;
+    a.remote_stag = wr.remote_stag;
+    a.remote_to = wr.remote_addr;
+    if (wr.opcode == WrOpcode::AtomicFetchAdd) {
+      a.aopcode = static_cast<std::uint8_t>(AtomicOp::FetchAdd);
+      a.add_swap = wr.compare_add;
+      a.add_swap_mask = 0; // RFC 7306 §5.1: mask 0 = plain 64-bit add
+    } else {
+      a.aopcode = static_cast<std::uint8_t>(AtomicOp::CompareSwap);
+      a.add_swap = wr.swap;
+      a.compare = wr.compare_add;
     }
-    case WrOpcode::AtomicFetchAdd:
-    case WrOpcode::AtomicCompareSwap: {
-      Outstanding o(&e);
-      std::vector<ConstBytes> sink;
-      std::uint64_t len = 0;
-      if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
-        return local_error(*err, "atomic result buffer: " + std::string(wc_status_name(*err)));
-      if (len < 8) return local_error(WcStatus::LocalLength, "atomic result buffer under 8 octets");
-      for (ConstBytes b : sink) o.sink.emplace_back(const_cast<std::byte*>(b.data()), b.size());
-      o.atomic = true;
-      o.req_id = next_atomic_id_++;
-      o.length = 8;
-      e.byte_len = 8;
-      AtomicRequestHeader a;
-      a.req_id = o.req_id;
-      a.remote_stag = wr.remote_stag;
-      a.remote_to = wr.remote_addr;
-      if (wr.opcode == WrOpcode::AtomicFetchAdd) {
-        a.aopcode = static_cast<std::uint8_t>(AtomicOp::FetchAdd);
-        a.add_swap = wr.compare_add;
-        a.add_swap_mask = 0;  // RFC 7306 §5.1: mask 0 = plain 64-bit add
-      } else {
-        a.aopcode = static_cast<std::uint8_t>(AtomicOp::CompareSwap);
-        a.add_swap = wr.swap;
-        a.compare = wr.compare_add;
-      }
-      m.hdr.opcode = static_cast<std::uint8_t>(Opcode::AtomicRequest);
-      m.hdr.qn = kQnReadRequest;  // RFC 7306 §5.2: shares QN 1 with Read Requests
-      m.hdr.msn = tx_msn_[kQnReadRequest]++;
-      m.rdmap_hdr.resize(kAtomicRequestHdrLen);
-      a.encode(m.rdmap_hdr.data());
-      m.completes_entry = false;
-      orq_.push_back(std::move(o));
-      ++sq_next_;
-      break;
-    }
+    m.hdr.opcode = static_cast<std::uint8_t>(Opcode::AtomicRequest);
+    m.hdr.qn = kQnReadRequest; // RFC 7306 §5.2: shares QN 1 with Read Requests
+    m.hdr.msn = tx_msn_[kQnReadRequest]++;
+    m.rdmap_hdr.resize(kAtomicRequestHdrLen);
+    a.encode(m.rdmap_hdr.data());
+    m.completes_entry = false;
+    orq_.push_back(std::move(o));
+    ++sq_next_;
+    break;
+  }
   }
   cur_ = std::move(m);
   return true;
@@ -272,9 +274,9 @@ void Qp::segment_payload(TxMsg& m, std::size_t max, std::vector<ConstBytes>& out
 
 bool Qp::build_frame() {
   if (state_ != QpState::Rts && state_ != QpState::Closing) return false;
-  if (!tx_allowed_) return false;  // RFC 5044 §7.1.2 r4, HX-018
+  if (!tx_allowed_) return false; // RFC 5044 §7.1.2 r4, HX-018
   if (!cur_ && !start_next_message()) return false;
-  if (!cur_) return false;  // the message failed locally
+  if (!cur_) return false; // the message failed locally
   TxMsg& m = *cur_;
 
   const std::size_t hdr_len = m.hdr.size() + m.rdmap_hdr.size();
@@ -298,8 +300,8 @@ bool Qp::build_frame() {
     if (r.error) {
       cur_.reset();
       terminate(rdmap_protection_code(*r.error),
-                "RDMA Read source became invalid: " + std::string(mem_error_name(*r.error)),
-                false, false);
+                "RDMA Read source became invalid: " + std::string(mem_error_name(*r.error)), false,
+                false);
       return false;
     }
     payload.emplace_back(r.host, seg);
@@ -373,4 +375,4 @@ void Qp::tx_advance(std::size_t n) {
   complete_sq();
 }
 
-}  // namespace iwarp
+} // namespace iwarp

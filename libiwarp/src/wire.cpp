@@ -51,11 +51,22 @@ constexpr TermName kTermNames[] = {
 };
 
 constexpr std::string_view kOpcodeNames[16] = {
-    "RDMA Write",          "RDMA Read Request", "RDMA Read Response", "Send",
-    "Send with Invalidate", "Send with SE",     "Send with SE and Invalidate",
-    "Terminate",           "Immediate Data",    "Immediate Data with SE",
-    "Atomic Request",      "Atomic Response",   "reserved (0xC)",
-    "reserved (0xD)",      "reserved (0xE)",    "reserved (0xF)",
+    "RDMA Write",
+    "RDMA Read Request",
+    "RDMA Read Response",
+    "Send",
+    "Send with Invalidate",
+    "Send with SE",
+    "Send with SE and Invalidate",
+    "Terminate",
+    "Immediate Data",
+    "Immediate Data with SE",
+    "Atomic Request",
+    "Atomic Response",
+    "reserved (0xC)",
+    "reserved (0xD)",
+    "reserved (0xE)",
+    "reserved (0xF)",
 };
 
 // RFC 5040 §4.1 Fig. 4, RFC 7306 §4.1.
@@ -73,19 +84,22 @@ constexpr OpcodeInfo kOpcodes[16] = {
     /* 0x9 */ {true, true, false, kQnSend, kImmediateDataLen, false, false, true},
     /* 0xA */ {true, true, false, kQnReadRequest, kAtomicRequestHdrLen, false, false, false},
     /* 0xB */ {true, true, false, kQnAtomicResponse, kAtomicResponseHdrLen, false, false, false},
-    /* 0xC */ {}, /* 0xD */ {}, /* 0xE */ {}, /* 0xF */ {},
+    /* 0xC */ {},
+    /* 0xD */ {},
+    /* 0xE */ {},
+    /* 0xF */ {},
 };
 
-}  // namespace
+} // namespace
 
 std::string_view term_code_name(TermCode c) {
   for (const auto& t : kTermNames)
     if (t.code == c) return t.name;
   if (c.etype == 0) {
     switch (c.layer) {
-      case TermLayer::Rdmap: return "RDMAP: local catastrophic error";
-      case TermLayer::Ddp: return "DDP: local catastrophic error";
-      case TermLayer::Llp: break;
+    case TermLayer::Rdmap: return "RDMAP: local catastrophic error";
+    case TermLayer::Ddp: return "DDP: local catastrophic error";
+    case TermLayer::Llp: break;
     }
   }
   return "unknown Terminate code";
@@ -100,8 +114,8 @@ const OpcodeInfo& opcode_info(std::uint8_t op) { return kOpcodes[op & 0xf]; }
 void MpaEnhanced::encode(std::byte* out) const {
   // RFC 6581 §9 Fig. 7/8: A|B|IRD, C|D|ORD.
   std::uint16_t w0 = (ird & kIrdOrdMask) | (p2p ? 0x8000 : 0) | (p2p && rtr_send ? 0x4000 : 0);
-  std::uint16_t w1 = (ord & kIrdOrdMask) | (p2p && rtr_write ? 0x8000 : 0) |
-                     (p2p && rtr_read ? 0x4000 : 0);
+  std::uint16_t w1 =
+      (ord & kIrdOrdMask) | (p2p && rtr_write ? 0x8000 : 0) | (p2p && rtr_read ? 0x4000 : 0);
   store_be16(out, w0);
   store_be16(out + 2, w1);
 }
@@ -144,10 +158,10 @@ std::optional<MpaFrameHeader> MpaFrameHeader::decode(const std::byte* in) {
 std::vector<std::byte> MpaFrame::encode() const {
   MpaFrameHeader h;
   h.kind = kind;
-  h.flags = static_cast<std::uint8_t>((markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
-                                      (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) |
-                                      (enhanced ? kMpaFlagS : 0) |
-                                      (large_fpdu ? kMpaFlagLargeFpdu : 0));
+  h.flags =
+      static_cast<std::uint8_t>((markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
+                                (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) |
+                                (enhanced ? kMpaFlagS : 0) | (large_fpdu ? kMpaFlagLargeFpdu : 0));
   h.rev = rev;
   h.pd_length = static_cast<std::uint16_t>(pd_length());
   std::vector<std::byte> out(kMpaFrameHeaderLen + pd_length());
@@ -259,9 +273,8 @@ std::optional<TerminateHeader> TerminateHeader::decode(ConstBytes in) {
   }
   if (t.d) {
     if (in.size() < off + 2) return std::nullopt;
-    t.ddp_header_len =
-        static_cast<std::uint8_t>(DdpHeader::is_tagged(in.data() + off) ? kTaggedHdrLen
-                                                                         : kUntaggedHdrLen);
+    t.ddp_header_len = static_cast<std::uint8_t>(
+        DdpHeader::is_tagged(in.data() + off) ? kTaggedHdrLen : kUntaggedHdrLen);
     if (in.size() < off + t.ddp_header_len) return std::nullopt;
     std::memcpy(t.ddp_header.data(), in.data() + off, t.ddp_header_len);
     off += t.ddp_header_len;
@@ -307,4 +320,4 @@ AtomicResponseHeader AtomicResponseHeader::decode(const std::byte* in) {
   return {load_be32(in), load_be64(in + 4)};
 }
 
-}  // namespace iwarp
+} // namespace iwarp

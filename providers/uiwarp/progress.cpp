@@ -5,6 +5,13 @@
 // when the socket has room. libiwarp says where each received octet goes, so
 // payload is read from the socket straight into registered memory; headers
 // arrive through a small staging buffer to save system calls.
+#include "provider.hpp"
+#include "uiwarp/provider_api.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,14 +20,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstring>
-
-#include "provider.hpp"
-#include "uiwarp/provider_api.h"
 
 namespace uiwarp {
 
@@ -41,7 +40,7 @@ ShimEvent shim_event() {
   return fn;
 }
 
-}  // namespace
+} // namespace
 
 // ---- Qp I/O --------------------------------------------------------------------------
 
@@ -104,7 +103,7 @@ void Qp::pull_rx() {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
-        engine->on_peer_closed(false);  // RST or loss (RFC 5044 §8 code 1)
+        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
         peer_closed = true;
       }
       break;
@@ -128,7 +127,7 @@ void Qp::after_io() {
   if (!engine) return;
   reap();
   if (srq && srq->limit && srq->q->size() < srq->limit) {
-    srq->limit = 0;  // one event per arming (IB semantics)
+    srq->limit = 0; // one event per arming (IB semantics)
     ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&srq->ibv),
                             IBV_EVENT_SRQ_LIMIT_REACHED);
   }
@@ -178,7 +177,7 @@ Progress::Progress(Context* ctx) : ctx_(ctx) {
   if (epfd_ < 0 || stopfd_ < 0) return;
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = 0;  // QPNs start at 0x100, so 0 is the stop fd
+  ev.data.u64 = 0; // QPNs start at 0x100, so 0 is the stop fd
   ::epoll_ctl(epfd_, EPOLL_CTL_ADD, stopfd_, &ev);
   thread_ = std::thread([this] { run(); });
 }
@@ -217,7 +216,7 @@ void Progress::run() {
     int n = ::epoll_wait(epfd_, evs, 64, -1);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
-      if (evs[i].data.u64 == 0) continue;  // stop
+      if (evs[i].data.u64 == 0) continue; // stop
       std::lock_guard<CtxMutex> lock(ctx_->mu);
       Qp* qp = find_qp(static_cast<std::uint32_t>(evs[i].data.u64));
       if (!qp || qp->ctx() != ctx_ || qp->fd < 0) continue;
@@ -228,7 +227,7 @@ void Progress::run() {
       qp->pull_rx();
       qp->push_tx();
       qp->after_io();
-      if (qp->peer_closed) remove(qp);  // nothing more will come; avoid EPOLLRDHUP spins
+      if (qp->peer_closed) remove(qp); // nothing more will come; avoid EPOLLRDHUP spins
     }
   }
 }
@@ -282,7 +281,8 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   qp->engine = std::make_unique<iwarp::Qp>(c, ctx->mem, qp->srq ? qp->srq->q.get() : nullptr);
-  for (iwarp::RecvWr& r : qp->pending_recv) qp->engine->post_recv(std::move(r));
+  for (iwarp::RecvWr& r : qp->pending_recv)
+    qp->engine->post_recv(std::move(r));
   qp->pending_recv.clear();
   qp->fd = fd;
   qp->state = IBV_QPS_RTS;
@@ -293,7 +293,7 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
     qp->state = IBV_QPS_ERR;
     return err;
   }
-  qp->push_tx();  // the RTR, if P2P (RFC 6581 §9.2)
+  qp->push_tx(); // the RTR, if P2P (RFC 6581 §9.2)
   qp->after_io();
   return 0;
 }
@@ -317,8 +317,8 @@ __attribute__((constructor)) void register_with_shim() {
     reg(&kProviderOps);
 }
 
-}  // namespace
+} // namespace
 
 Context::~Context() { progress.reset(); }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -4,21 +4,20 @@
 // so container_of is an offset of 0) and the libiwarp state behind it.
 #pragma once
 
-#include <infiniband/verbs.h>
+#include "iwarp/memory.hpp"
+#include "iwarp/qp.hpp"
+#include "verbs_abi.h"
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <infiniband/verbs.h>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "iwarp/memory.hpp"
-#include "iwarp/qp.hpp"
-#include "verbs_abi.h"
 
 namespace uiwarp {
 
@@ -30,29 +29,28 @@ struct Limits {
   static constexpr std::uint32_t kMaxInline = 256;
   static constexpr std::uint32_t kMaxCq = 16384;
   static constexpr std::uint32_t kMaxCqe = 1 << 20;
-  static constexpr std::uint32_t kMaxMr = (1 << 24) - 2;  // 24-bit STag index, 0 unused
+  static constexpr std::uint32_t kMaxMr = (1 << 24) - 2; // 24-bit STag index, 0 unused
   static constexpr std::uint64_t kMaxMrSize = 1ull << 40;
   static constexpr std::uint32_t kMaxPd = 1 << 20;
-  static constexpr std::uint32_t kMaxOrdIrd = 128;  // max_qp_rd_atom / max_qp_init_rd_atom
+  static constexpr std::uint32_t kMaxOrdIrd = 128; // max_qp_rd_atom / max_qp_init_rd_atom
   static constexpr std::uint32_t kMaxSrq = 16384;
   static constexpr std::uint32_t kMaxSrqWr = 16384;
   static constexpr std::uint32_t kMaxMsg = 1u << 31;
   // No IEEE OUI is registered for uiwarp; a fixed private value, stable across releases.
-  static constexpr std::uint32_t kVendorId = 0x7569;      // "ui"
-  static constexpr std::uint32_t kVendorPartId = 0x7770;  // "wp"
+  static constexpr std::uint32_t kVendorId = 0x7569;     // "ui"
+  static constexpr std::uint32_t kVendorPartId = 0x7770; // "wp"
 };
 
-template <class Outer, class Inner>
-Outer* container_of(Inner* p, Inner Outer::*member) {
+template <class Outer, class Inner> Outer* container_of(Inner* p, Inner Outer::*member) {
   auto off = reinterpret_cast<std::size_t>(&(static_cast<Outer*>(nullptr)->*member));
   return reinterpret_cast<Outer*>(reinterpret_cast<char*>(p) - off);
 }
 
 struct Device {
-  verbs_device vdev;  // first: libibverbs frees it through uninit_device
+  verbs_device vdev; // first: libibverbs frees it through uninit_device
   std::string netdev;
   std::string ibdev;
-  std::string sysfs_path;  // $SYSFS_PATH/class/infiniband/<ibdev>
+  std::string sysfs_path; // $SYSFS_PATH/class/infiniband/<ibdev>
 
   // A sysfs attribute of this device, trailing newline removed ("" if absent).
   std::string attr(const std::string& file) const;
@@ -67,7 +65,7 @@ class Progress;
 // to sleep on it paid a futex wake-up and two context switches per message
 // (ib_write_lat: about one futex call per post, most of the typical latency).
 class CtxMutex {
- public:
+public:
   void lock() {
     for (int i = 0; i < kSpins; ++i) {
       if (mu_.try_lock()) return;
@@ -82,15 +80,15 @@ class CtxMutex {
   bool try_lock() { return mu_.try_lock(); }
   void unlock() { mu_.unlock(); }
 
- private:
-  static constexpr int kSpins = 2000;  // a few tens of microseconds at most
-  std::recursive_mutex mu_;            // recursive: ibv_wr_start holds it over user code
+private:
+  static constexpr int kSpins = 2000; // a few tens of microseconds at most
+  std::recursive_mutex mu_;           // recursive: ibv_wr_start holds it over user code
 };
 
 struct Context {
-  verbs_context vctx;  // ibv_context is its LAST member: use container_of
+  verbs_context vctx; // ibv_context is its LAST member: use container_of
   Device* dev = nullptr;
-  int async_wfd = -1;  // libibverbs reads async events from vctx.context.async_fd
+  int async_wfd = -1; // libibverbs reads async events from vctx.context.async_fd
   // The one lock of a context's protocol state: the STag table, every QP
   // engine and SRQ. Engines resolve STags into host memory while reg/dereg
   // change the table, and SRQs feed several engines. CQs have their own lock,
@@ -99,8 +97,8 @@ struct Context {
   iwarp::MemoryTable mem;
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
-  int (*comp_channel_wfd)(int) = nullptr;  // from libuiwarp-shim.so
-  std::unique_ptr<Progress> progress;  // started by the first connected QP
+  int (*comp_channel_wfd)(int) = nullptr; // from libuiwarp-shim.so
+  std::unique_ptr<Progress> progress;     // started by the first connected QP
   ~Context();
 
   static Context* of(ibv_context* c) {
@@ -117,7 +115,7 @@ struct Context {
 struct Pd {
   ibv_pd ibv;
   std::uint32_t id;
-  std::atomic<int> users{0};  // MRs, QPs, SRQs
+  std::atomic<int> users{0}; // MRs, QPs, SRQs
 };
 
 struct Mr {
@@ -131,7 +129,7 @@ struct Cq {
   verbs_cq vcq;
   bool extended = false;
   std::mutex mu;
-  std::vector<ibv_wc> ring;  // capacity = cqe
+  std::vector<ibv_wc> ring; // capacity = cqe
   std::size_t head = 0;
   // Written under `mu`; read without it by pollers to return at once when empty,
   // so a spinning poller does not keep taking the lock the producer needs.
@@ -139,9 +137,9 @@ struct Cq {
   bool armed = false;
   bool solicited_only = false;
   bool overflowed = false;
-  std::uint64_t wc_flags_ex = 0;  // ibv_cq_init_attr_ex.wc_flags
-  ibv_wc current{};               // the entry an extended poll is on
-  std::atomic<int> users{0};      // QPs
+  std::uint64_t wc_flags_ex = 0; // ibv_cq_init_attr_ex.wc_flags
+  ibv_wc current{};              // the entry an extended poll is on
+  std::atomic<int> users{0};     // QPs
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
@@ -154,9 +152,9 @@ struct Srq {
   ibv_srq ibv;
   std::unique_ptr<iwarp::SharedRecvQueue> q;
   std::uint32_t max_sge = 0;
-  std::uint32_t limit = 0;  // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
+  std::uint32_t limit = 0; // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
   std::uint32_t pd_id = 0;
-  std::atomic<int> users{0};  // QPs
+  std::atomic<int> users{0}; // QPs
 };
 
 struct Qp {
@@ -167,18 +165,19 @@ struct Qp {
   int access = 0;
   std::uint32_t pd_id = 0;
   Srq* srq = nullptr;
-  std::deque<iwarp::RecvWr> pending_recv;  // posted before the connection exists
-  std::unique_ptr<iwarp::Qp> engine;       // created when the CM connects the QP
+  std::deque<iwarp::RecvWr> pending_recv; // posted before the connection exists
+  std::unique_ptr<iwarp::Qp> engine;      // created when the CM connects the QP
 
   // The connection (after the CM attached it; see progress.cpp).
   int fd = -1;
-  bool want_write = false;   // socket full: wait for EPOLLOUT
+  bool want_write = false; // socket full: wait for EPOLLOUT
   bool fin_sent = false;
   bool peer_closed = false;
   bool event_reported = false;
-  std::vector<std::byte> staging;  // small reads (headers) land here first
+  std::vector<std::byte> staging; // small reads (headers) land here first
   std::size_t staged_pos = 0, staged_end = 0;
-  std::vector<iwarp::ConstBytes> tx_pieces;  // push_tx's gather list, kept to avoid a malloc per post
+  std::vector<iwarp::ConstBytes>
+      tx_pieces; // push_tx's gather list, kept to avoid a malloc per post
 
   // ibv_wr_* (extended send API): the WR being built and the batch.
   std::vector<iwarp::SendWr> wr_batch;
@@ -209,15 +208,15 @@ Qp* find_qp(std::uint32_t qp_num);
 
 // Per-context progress thread: epoll over the connected QPs' sockets.
 class Progress {
- public:
+public:
   explicit Progress(Context* ctx);
   ~Progress();
   bool ok() const { return epfd_ >= 0; }
   int add(Qp* qp);
   void remove(Qp* qp);
-  void update(Qp* qp);  // re-arm EPOLLOUT interest after want_write changed
+  void update(Qp* qp); // re-arm EPOLLOUT interest after want_write changed
 
- private:
+private:
   void run();
   Context* ctx_;
   int epfd_ = -1;
@@ -271,4 +270,4 @@ int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
 // One-line reason on stderr for a verb that iWARP cannot honour (once per cause).
 void explain(const char* what);
 
-}  // namespace uiwarp
+} // namespace uiwarp

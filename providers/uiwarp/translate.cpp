@@ -1,28 +1,27 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Static tables between libiwarp's completion codes and the verbs ones.
-#include <arpa/inet.h>
-
-#include <array>
-
 #include "provider.hpp"
+
+#include <arpa/inet.h>
+#include <array>
 
 namespace uiwarp {
 
 namespace {
 
 constexpr std::array<ibv_wc_status, 11> kStatus = {
-    IBV_WC_SUCCESS,            // Success
-    IBV_WC_LOC_LEN_ERR,        // LocalLength
-    IBV_WC_LOC_QP_OP_ERR,      // LocalQpOperation
-    IBV_WC_LOC_PROT_ERR,       // LocalProtection
-    IBV_WC_LOC_ACCESS_ERR,     // LocalAccess
-    IBV_WC_WR_FLUSH_ERR,       // Flushed
-    IBV_WC_BAD_RESP_ERR,       // BadResponse
-    IBV_WC_REM_INV_REQ_ERR,    // RemoteInvalidRequest
-    IBV_WC_REM_ACCESS_ERR,     // RemoteAccess
-    IBV_WC_REM_OP_ERR,         // RemoteOperation
-    IBV_WC_FATAL_ERR,          // Fatal
+    IBV_WC_SUCCESS,         // Success
+    IBV_WC_LOC_LEN_ERR,     // LocalLength
+    IBV_WC_LOC_QP_OP_ERR,   // LocalQpOperation
+    IBV_WC_LOC_PROT_ERR,    // LocalProtection
+    IBV_WC_LOC_ACCESS_ERR,  // LocalAccess
+    IBV_WC_WR_FLUSH_ERR,    // Flushed
+    IBV_WC_BAD_RESP_ERR,    // BadResponse
+    IBV_WC_REM_INV_REQ_ERR, // RemoteInvalidRequest
+    IBV_WC_REM_ACCESS_ERR,  // RemoteAccess
+    IBV_WC_REM_OP_ERR,      // RemoteOperation
+    IBV_WC_FATAL_ERR,       // Fatal
 };
 static_assert(static_cast<std::size_t>(iwarp::WcStatus::Fatal) + 1 == kStatus.size());
 
@@ -36,7 +35,7 @@ constexpr std::array<ibv_wc_opcode, 6> kOpcode = {
 };
 static_assert(static_cast<std::size_t>(iwarp::WcOpcode::Recv) + 1 == kOpcode.size());
 
-}  // namespace
+} // namespace
 
 ibv_wc_status wc_status(iwarp::WcStatus s) { return kStatus[static_cast<std::size_t>(s)]; }
 ibv_wc_opcode wc_opcode(iwarp::WcOpcode o) { return kOpcode[static_cast<std::size_t>(o)]; }
@@ -60,4 +59,4 @@ ibv_wc to_ibv_wc(const iwarp::Completion& c, std::uint32_t qp_num) {
   return wc;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

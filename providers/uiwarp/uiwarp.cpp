@@ -2,21 +2,20 @@
 //
 // libuiwarp-rdmav34.so: the libibverbs provider. Device discovery and context
 // set-up; the verbs live in verbs_*.cpp and the ops table below maps them.
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <rdma/ib_user_ioctl_verbs.h>
-#include <rdma/ib_user_verbs.h>
-#include <unistd.h>
+#include "provider.hpp"
 
 #include <cstdio>
 #include <cstring>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <fstream>
 #include <mutex>
 #include <new>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <rdma/ib_user_verbs.h>
 #include <set>
 #include <string>
-
-#include "provider.hpp"
+#include <unistd.h>
 
 namespace uiwarp {
 
@@ -63,7 +62,7 @@ const verbs_context_ops kOps = {
 void free_context(ibv_context* ibctx) {
   Context* ctx = Context::of(ibctx);
   if (ctx->async_wfd >= 0) ::close(ctx->async_wfd);
-  verbs_uninit_context(&ctx->vctx);  // closes cmd_fd and async_fd
+  verbs_uninit_context(&ctx->vctx); // closes cmd_fd and async_fd
   ctx->~Context();
   std::free(ctx);
 }
@@ -72,13 +71,13 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
   // libibverbs allocates sizeof(Context) zeroed and initialises vctx; we then
   // construct the C++ members around it.
   auto* raw = static_cast<Context*>(_verbs_init_and_alloc_context(
-      ibdev, cmd_fd, sizeof(Context),
-      nullptr /* vctx is Context's first member: offset 0 */, RDMA_DRIVER_UNKNOWN));
+      ibdev, cmd_fd, sizeof(Context), nullptr /* vctx is Context's first member: offset 0 */,
+      RDMA_DRIVER_UNKNOWN));
   if (!raw) return nullptr;
   verbs_context saved = raw->vctx;
   Context* ctx = new (raw) Context;
   ctx->vctx = saved;
-  ctx->dev = reinterpret_cast<Device*>(ibdev);  // vdev.device is first in both
+  ctx->dev = reinterpret_cast<Device*>(ibdev); // vdev.device is first in both
   int p[2];
   if (::pipe2(p, O_CLOEXEC) < 0) {
     verbs_uninit_context(&ctx->vctx);
@@ -129,13 +128,14 @@ const verbs_device_ops kDeviceOps = {
 
 __attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }
 
-}  // namespace
+} // namespace
 
 std::string Device::attr(const std::string& file) const {
   std::ifstream in(sysfs_path + "/" + file);
   std::string s;
   std::getline(in, s);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
   return s;
 }
 
@@ -157,4 +157,4 @@ void explain(const char* what) {
   if (said.insert(what).second) std::fprintf(stderr, "uiwarp: %s\n", what);
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

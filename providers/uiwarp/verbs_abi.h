@@ -10,6 +10,9 @@
 #ifndef UIWARP_VERBS_ABI_H
 #define UIWARP_VERBS_ABI_H
 
+/* Kept in rdma-core's own C layout, so that it diffs cleanly against driver.h. */
+/* clang-format off */
+
 #include <infiniband/verbs.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -230,4 +233,5 @@ static_assert(offsetof(struct verbs_context, context) + sizeof(struct ibv_contex
 static_assert(sizeof(std::atomic<int>) == sizeof(int), "atomic_int has the size of int");
 #endif
 
+/* clang-format on */
 #endif /* UIWARP_VERBS_ABI_H */

@@ -3,21 +3,19 @@
 // Completion queues: a ring of ibv_wc per CQ, filled from the QP engines; the
 // classic poll_cq and the extended (ibv_cq_ex) iterator; notification through
 // completion channels, whose fds the shim creates and the CQ writes to.
-#include <unistd.h>
+#include "provider.hpp"
 
 #include <cerrno>
 #include <new>
-
-#include "provider.hpp"
+#include <unistd.h>
 
 namespace uiwarp {
 
 namespace {
 
 constexpr std::uint64_t kSupportedWcFlags =
-    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
-    IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-    IBV_WC_EX_WITH_DLID_PATH_BITS;
+    IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+    IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
 
 // The extended poll holds a CQ from start_poll to end_poll (the API keeps the
 // current entry in the shared ibv_cq_ex: wr_id, status), but not by its ring
@@ -58,7 +56,7 @@ int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   }
   if (!got) {
     impl(cq)->poll_mu.unlock();
-    return ENOENT;  // libibverbs: no end_poll after ENOENT from start_poll
+    return ENOENT; // libibverbs: no end_poll after ENOENT from start_poll
   }
   load_current(cq);
   return 0;
@@ -124,7 +122,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
   return cq;
 }
 
-}  // namespace
+} // namespace
 
 void Cq::push(const ibv_wc& wc, bool solicited) {
   bool notify = false;
@@ -132,8 +130,8 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
     std::lock_guard<std::mutex> lock(mu);
     if (count == ring.size()) {
       // CQ overrun: the completion is lost, which verbs reports as IBV_EVENT_CQ_ERR.
-      if (!overflowed) ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vcq.cq),
-                                               IBV_EVENT_CQ_ERR);
+      if (!overflowed)
+        ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vcq.cq), IBV_EVENT_CQ_ERR);
       overflowed = true;
       return;
     }
@@ -150,7 +148,8 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
     int wfd = c->comp_channel_wfd(ch->fd);
     // ib_uverbs_comp_event_desc: the CQ handle libibverbs turns back into the ibv_cq*.
     std::uint64_t handle = reinterpret_cast<std::uintptr_t>(&vcq.cq);
-    if (wfd >= 0) [[maybe_unused]] ssize_t n = ::write(wfd, &handle, sizeof handle);
+    if (wfd >= 0) [[maybe_unused]]
+      ssize_t n = ::write(wfd, &handle, sizeof handle);
   }
 }
 
@@ -161,8 +160,8 @@ ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int co
 
 ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) {
   if (!attr || attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
-      (attr->wc_flags & ~kSupportedWcFlags) || (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
-                                                attr->flags)) {
+      (attr->wc_flags & ~kSupportedWcFlags) ||
+      (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS && attr->flags)) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
@@ -206,7 +205,8 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
       static_cast<std::size_t>(cqe) < cq->count)
     return EINVAL;
   std::vector<ibv_wc> ring(static_cast<std::size_t>(cqe));
-  for (std::size_t i = 0; i < cq->count; ++i) ring[i] = cq->ring[(cq->head + i) % cq->ring.size()];
+  for (std::size_t i = 0; i < cq->count; ++i)
+    ring[i] = cq->ring[(cq->head + i) % cq->ring.size()];
   cq->ring = std::move(ring);
   cq->head = 0;
   ibcq->cqe = cqe;
@@ -219,7 +219,8 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
   if (num == 0 || cq->count.load(std::memory_order_acquire) == 0) return 0;
   std::lock_guard<std::mutex> lock(cq->mu);
   int n = 0;
-  while (n < num && pop(cq, &wc[n])) ++n;
+  while (n < num && pop(cq, &wc[n]))
+    ++n;
   return n;
 }
 
@@ -239,4 +240,4 @@ int modify_cq(ibv_cq*, ibv_modify_cq_attr* attr) {
   return attr && attr->attr_mask ? EOPNOTSUPP : EINVAL;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -2,23 +2,22 @@
 //
 // query_device_ex and query_port: honest limits, and the port state taken from
 // the network device the uiwarp device is bound to.
-#include <endian.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include "provider.hpp"
+#include "uiwarp/guid.hpp"
+#include "uiwarp_version.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <endian.h>
 #include <fstream>
+#include <net/if.h>
 #include <string>
-
-#include "provider.hpp"
-#include "uiwarp/guid.hpp"
-#include "uiwarp_version.h"
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace uiwarp {
 
@@ -30,7 +29,8 @@ std::uint64_t read_guid(const Device& dev, const char* file) {
 
 int gid_count(const Device& dev) {
   int n = 0;
-  while (n < 128 && !dev.attr("ports/1/gids/" + std::to_string(n)).empty()) ++n;
+  while (n < 128 && !dev.attr("ports/1/gids/" + std::to_string(n)).empty())
+    ++n;
   return std::max(n, 1);
 }
 
@@ -87,7 +87,7 @@ void ib_rate(int mbps, ibv_port_attr* a) {
   }
 }
 
-}  // namespace
+} // namespace
 
 int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size) {
@@ -116,7 +116,7 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   o.max_qp_rd_atom = Limits::kMaxOrdIrd;
   o.max_qp_init_rd_atom = Limits::kMaxOrdIrd;
   o.max_res_rd_atom = Limits::kMaxOrdIrd * Limits::kMaxQp;
-  o.atomic_cap = IBV_ATOMIC_NONE;  // RFC 7306 atomics are in libiwarp, not yet offered
+  o.atomic_cap = IBV_ATOMIC_NONE; // RFC 7306 atomics are in libiwarp, not yet offered
   o.max_mw = 0;
   o.max_srq = Limits::kMaxSrq;
   o.max_srq_wr = Limits::kMaxSrqWr;
@@ -141,10 +141,10 @@ int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) {
   attr->max_msg_sz = Limits::kMaxMsg;
   attr->pkey_tbl_len = 1;
   attr->max_vl_num = 1;
-  attr->phys_state = n.up ? 5 : 3;  // LinkUp / Disabled
+  attr->phys_state = n.up ? 5 : 3; // LinkUp / Disabled
   attr->link_layer = IBV_LINK_LAYER_ETHERNET;
   ib_rate(n.speed_mbps, attr);
   return 0;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -3,11 +3,11 @@
 // Protection domains and memory registration. An MR is an entry of the
 // context's STag table (libiwarp MemoryTable): lkey = rkey = STag, 24-bit index
 // plus a random 8-bit key (RFC 5040 §8.1.1(8): STags hard to guess).
+#include "provider.hpp"
+
 #include <cerrno>
 #include <cstdlib>
 #include <new>
-
-#include "provider.hpp"
 
 namespace uiwarp {
 
@@ -24,7 +24,7 @@ bool valid_access(int access) {
   return true;
 }
 
-}  // namespace
+} // namespace
 
 std::uint32_t to_iwarp_access(int a) {
   std::uint32_t r = 0;
@@ -82,7 +82,8 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   std::uint32_t stag;
   {
     std::lock_guard<CtxMutex> lock(ctx->mu);
-    stag = ctx->mem.add(pd->id, static_cast<std::byte*>(addr), base, length, to_iwarp_access(access));
+    stag =
+        ctx->mem.add(pd->id, static_cast<std::byte*>(addr), base, length, to_iwarp_access(access));
     if (stag) ++ctx->mrs;
   }
   if (!stag) {
@@ -121,11 +122,11 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, 
   std::lock_guard<CtxMutex> lock(ctx->mu);
   const iwarp::MemoryRegion* old = ctx->mem.find(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
-  std::uint64_t base = (new_access & IBV_ACCESS_ZERO_BASED)
-                           ? 0
-                           : ((flags & IBV_REREG_MR_CHANGE_TRANSLATION)
-                                  ? reinterpret_cast<std::uint64_t>(new_addr)
-                                  : old->base);
+  std::uint64_t base =
+      (new_access & IBV_ACCESS_ZERO_BASED)
+          ? 0
+          : ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<std::uint64_t>(new_addr)
+                                                       : old->base);
   auto stag = ctx->mem.modify(m.lkey, pd_id, static_cast<std::byte*>(new_addr), base, new_len,
                               to_iwarp_access(new_access));
   if (!stag) return IBV_REREG_MR_ERR_INPUT;
@@ -163,4 +164,4 @@ ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
   return nullptr;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

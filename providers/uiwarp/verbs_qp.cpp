@@ -5,21 +5,20 @@
 // hands it a connected, MPA-negotiated socket; RTR and state-less modifies are
 // accepted (librdmacm issues them); SQD is a graceful close; IB addressing
 // attributes are refused, since iWARP has no INIT->RTR->RTS path.
-#include <pthread.h>
+#include "provider.hpp"
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <map>
 #include <new>
-
-#include "provider.hpp"
+#include <pthread.h>
 
 namespace uiwarp {
 
 namespace {
 
-std::atomic<std::uint32_t> g_next_qpn{0x100};  // QPNs 0 and 1 mean something in IB
+std::atomic<std::uint32_t> g_next_qpn{0x100}; // QPNs 0 and 1 mean something in IB
 
 // Attributes that only make sense for IB address vectors and PSNs.
 constexpr int kIbConnectAttrs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -27,9 +26,9 @@ constexpr int kIbConnectAttrs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | 
                                 IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                 IBV_QP_RNR_RETRY;
 constexpr int kKnownAttrs = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY |
-                            IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                            IBV_QP_QKEY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC |
-                            IBV_QP_CAP | kIbConnectAttrs;
+                            IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY |
+                            IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_CAP |
+                            kIbConnectAttrs;
 constexpr std::uint64_t kSendOps = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV |
                                    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
 
@@ -54,16 +53,16 @@ int convert_send(Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   out = iwarp::SendWr{};
   out.wr_id = wr->wr_id;
   switch (wr->opcode) {
-    case IBV_WR_SEND: out.opcode = iwarp::WrOpcode::Send; break;
-    case IBV_WR_SEND_WITH_INV:
-      out.opcode = iwarp::WrOpcode::SendInvalidate;
-      out.invalidate_stag = wr->invalidate_rkey;
-      break;
-    case IBV_WR_RDMA_WRITE: out.opcode = iwarp::WrOpcode::RdmaWrite; break;
-    case IBV_WR_RDMA_READ: out.opcode = iwarp::WrOpcode::RdmaRead; break;
-    default:
-      explain("only SEND, SEND_WITH_INV, RDMA_WRITE and RDMA_READ work requests are supported");
-      return EINVAL;
+  case IBV_WR_SEND: out.opcode = iwarp::WrOpcode::Send; break;
+  case IBV_WR_SEND_WITH_INV:
+    out.opcode = iwarp::WrOpcode::SendInvalidate;
+    out.invalidate_stag = wr->invalidate_rkey;
+    break;
+  case IBV_WR_RDMA_WRITE: out.opcode = iwarp::WrOpcode::RdmaWrite; break;
+  case IBV_WR_RDMA_READ: out.opcode = iwarp::WrOpcode::RdmaRead; break;
+  default:
+    explain("only SEND, SEND_WITH_INV, RDMA_WRITE and RDMA_READ work requests are supported");
+    return EINVAL;
   }
   if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ) {
     out.remote_stag = wr->wr.rdma.rkey;
@@ -77,7 +76,8 @@ int convert_send(Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   if (wr->send_flags & IBV_SEND_INLINE) {
     if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
     std::size_t total = 0;
-    for (int i = 0; i < wr->num_sge; ++i) total += wr->sg_list[i].length;
+    for (int i = 0; i < wr->num_sge; ++i)
+      total += wr->sg_list[i].length;
     if (total > qp->cap.max_inline_data) return EINVAL;
     out.is_inline = true;
     out.inline_data.reserve(total);
@@ -96,26 +96,24 @@ int convert_send(Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
 // Queues one converted WR (qp lock held).
 int submit_send(Qp* qp, iwarp::SendWr&& wr) {
   switch (qp->state) {
-    case IBV_QPS_RTS:
-    case IBV_QPS_SQD:
-    case IBV_QPS_SQE:
-    case IBV_QPS_ERR:
-      break;
-    default:
-      return EINVAL;  // the send queue is not active before RTS
+  case IBV_QPS_RTS:
+  case IBV_QPS_SQD:
+  case IBV_QPS_SQE:
+  case IBV_QPS_ERR: break;
+  default: return EINVAL; // the send queue is not active before RTS
   }
   if (!qp->engine) {
     // In ERR with no connection: complete at once with a flush error.
     if (qp->state != IBV_QPS_ERR) return EINVAL;
-    iwarp::Completion c = iwarp::Completion::make(
-        wr.wr_id, iwarp::WcStatus::Flushed, iwarp::completion_opcode(wr.opcode), 0, false);
+    iwarp::Completion c = iwarp::Completion::make(wr.wr_id, iwarp::WcStatus::Flushed,
+                                                  iwarp::completion_opcode(wr.opcode), 0, false);
     Cq::of(qp->vqp.qp.send_cq)->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
     return 0;
   }
   switch (qp->engine->post_send(std::move(wr))) {
-    case iwarp::PostError::None: return 0;
-    case iwarp::PostError::QueueFull: return ENOMEM;
-    case iwarp::PostError::InvalidArgument: return EINVAL;
+  case iwarp::PostError::None: return 0;
+  case iwarp::PostError::QueueFull: return ENOMEM;
+  case iwarp::PostError::InvalidArgument: return EINVAL;
   }
   return EINVAL;
 }
@@ -144,7 +142,7 @@ iwarp::SendWr* cur_wr(ibv_qp_ex* qpx) {
 
 void wr_start(ibv_qp_ex* qpx) {
   Qp* qp = Qp::of(qpx);
-  qp->ctx()->mu.lock();  // held until wr_complete / wr_abort (one batch at a time)
+  qp->ctx()->mu.lock(); // held until wr_complete / wr_abort (one batch at a time)
   qp->wr_batch.clear();
   qp->wr_error = 0;
 }
@@ -153,7 +151,8 @@ int wr_complete(ibv_qp_ex* qpx) {
   int err = qp->wr_error;
   for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i) {
     iwarp::SendWr& w = qp->wr_batch[i];
-    if (w.sgl.size() > qp->cap.max_send_sge) err = EINVAL;
+    if (w.sgl.size() > qp->cap.max_send_sge)
+      err = EINVAL;
     else if (w.is_inline && (w.inline_data.size() > qp->cap.max_inline_data ||
                              w.opcode == iwarp::WrOpcode::RdmaRead))
       err = EINVAL;
@@ -228,9 +227,9 @@ void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs)
 }
 
 std::mutex g_qps_mu;
-std::map<std::uint32_t, Qp*> g_qps;  // QPN -> QP, for the CM (conn_param.qp_num)
+std::map<std::uint32_t, Qp*> g_qps; // QPN -> QP, for the CM (conn_param.qp_num)
 
-}  // namespace
+} // namespace
 
 Qp* find_qp(std::uint32_t qp_num) {
   std::lock_guard<std::mutex> lock(g_qps_mu);
@@ -265,8 +264,8 @@ void Qp::flush() {
 // ---- verbs ------------------------------------------------------------------------
 
 ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
-  constexpr std::uint32_t kMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS |
-                                  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  constexpr std::uint32_t kMask =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (!a || (a->comp_mask & ~kMask) || !(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd ||
       ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags)) {
     errno = a && (a->comp_mask & ~kMask) ? EOPNOTSUPP : EINVAL;
@@ -281,9 +280,9 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
     errno = EOPNOTSUPP;
     return nullptr;
   }
-  if (!a->send_cq || !a->recv_cq || a->pd->context != ibctx ||
-      a->send_cq->context != ibctx || a->recv_cq->context != ibctx ||
-      (a->srq && a->srq->context != ibctx) || !caps_ok(a->cap, a->srq != nullptr)) {
+  if (!a->send_cq || !a->recv_cq || a->pd->context != ibctx || a->send_cq->context != ibctx ||
+      a->recv_cq->context != ibctx || (a->srq && a->srq->context != ibctx) ||
+      !caps_ok(a->cap, a->srq != nullptr)) {
     errno = EINVAL;
     return nullptr;
   }
@@ -334,7 +333,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) {
   if (a->srq) a->cap.max_recv_wr = a->cap.max_recv_sge = 0;
   qp->cap = a->cap;
   if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
-    qp->vqp.comp_mask |= 1 << 1;  // VERBS_QP_EX: ibv_qp_to_qp_ex() works
+    qp->vqp.comp_mask |= 1 << 1; // VERBS_QP_EX: ibv_qp_to_qp_ex() works
     ibv_qp_ex& x = qp->vqp.qp_ex;
     x.wr_start = wr_start;
     x.wr_complete = wr_complete;
@@ -391,37 +390,36 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (mask & IBV_QP_STATE) {
     ibv_qp_state from = qp->state, to = attr->qp_state;
     switch (to) {
-      case IBV_QPS_RESET:
-        qp->detach();
-        qp->pending_recv.clear();
-        break;
-      case IBV_QPS_INIT:
-        if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
-        break;
-      case IBV_QPS_RTR:
-        if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
-        break;
-      case IBV_QPS_RTS:
-        if (!qp->engine) {
-          explain("a QP enters RTS only when the RDMA CM has connected it (iWARP)");
-          return EINVAL;
-        }
-        break;
-      case IBV_QPS_SQD:
-        // Graceful close (rdma_disconnect): send what is queued, then FIN. A QP the
-        // peer already closed (ERR) stays in ERR: the close has happened.
-        if (from == IBV_QPS_ERR || from == IBV_QPS_SQD) return 0;
-        if (!qp->engine || from != IBV_QPS_RTS) return EINVAL;
-        qp->engine->close();
-        qp->push_tx();
-        qp->after_io();
-        break;
-      case IBV_QPS_ERR:
-        qp->flush();
-        qp->after_io();
-        break;
-      default:
+    case IBV_QPS_RESET:
+      qp->detach();
+      qp->pending_recv.clear();
+      break;
+    case IBV_QPS_INIT:
+      if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
+      break;
+    case IBV_QPS_RTR:
+      if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
+      break;
+    case IBV_QPS_RTS:
+      if (!qp->engine) {
+        explain("a QP enters RTS only when the RDMA CM has connected it (iWARP)");
         return EINVAL;
+      }
+      break;
+    case IBV_QPS_SQD:
+      // Graceful close (rdma_disconnect): send what is queued, then FIN. A QP the
+      // peer already closed (ERR) stays in ERR: the close has happened.
+      if (from == IBV_QPS_ERR || from == IBV_QPS_SQD) return 0;
+      if (!qp->engine || from != IBV_QPS_RTS) return EINVAL;
+      qp->engine->close();
+      qp->push_tx();
+      qp->after_io();
+      break;
+    case IBV_QPS_ERR:
+      qp->flush();
+      qp->after_io();
+      break;
+    default: return EINVAL;
     }
     qp->state = to;
     ibqp->state = to;
@@ -531,7 +529,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) {
       ((a->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && a->srq_type != IBV_SRQT_BASIC) ||
       (a->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE))) {
     errno = a && (a->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE)) ? EOPNOTSUPP
-                                                                                  : EINVAL;
+                                                                                   : EINVAL;
     return nullptr;
   }
   ibv_srq_attr& s = a->attr;
@@ -599,7 +597,8 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) {
   if ((mask & IBV_SRQ_LIMIT) && attr->srq_limit > depth) return EINVAL;
   if (mask & IBV_SRQ_MAX_WR) {
     auto q = std::make_unique<iwarp::SharedRecvQueue>(depth);
-    for (iwarp::RecvWr& r : srq->q->drain()) q->post(std::move(r));
+    for (iwarp::RecvWr& r : srq->q->drain())
+      q->post(std::move(r));
     srq->q = std::move(q);
   }
   if (mask & IBV_SRQ_LIMIT) srq->limit = attr->srq_limit;
@@ -647,4 +646,4 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) {
   return err;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -31,7 +31,7 @@ inline Bytes hx(std::string_view s) {
       hi = -1;
     }
   }
-  REQUIRE(hi < 0);  // an odd number of digits is a typo in the test
+  REQUIRE(hi < 0); // an odd number of digits is a typo in the test
   return out;
 }
 
@@ -48,4 +48,4 @@ inline std::string hex(std::span<const std::byte> b, std::string_view sep = "") 
   return s;
 }
 
-}  // namespace iwarp::test
+} // namespace iwarp::test

@@ -9,21 +9,20 @@
 //    the exact Terminate a Qp must send.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "hex.hpp"
+#include "iwarp/framing.hpp"
+#include "iwarp/memory.hpp"
+#include "iwarp/qp.hpp"
+#include "iwarp/wire.hpp"
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include "hex.hpp"
-#include "iwarp/framing.hpp"
-#include "iwarp/memory.hpp"
-#include "iwarp/qp.hpp"
-#include "iwarp/wire.hpp"
 
 namespace qpt {
 
@@ -32,7 +31,8 @@ using Bytes = std::vector<std::byte>;
 
 inline Bytes pattern(std::size_t n, unsigned seed = 1) {
   Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = std::byte((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = std::byte((i * 131 + seed * 7 + (i >> 8)) & 0xff);
   return b;
 }
 
@@ -60,7 +60,7 @@ using iwarp::test::hex;
 struct Buf {
   Bytes data;
   std::uint32_t stag = 0;
-  std::uint64_t base = 0;  // TO of data[0]
+  std::uint64_t base = 0; // TO of data[0]
 
   Buf() = default;
   Buf(const Buf&) = delete;
@@ -75,8 +75,8 @@ struct Buf {
   std::uint64_t to(std::size_t off) const { return base + off; }
 };
 
-inline constexpr std::uint32_t kAllAccess = access::kLocalWrite | access::kRemoteWrite |
-                                            access::kRemoteRead | access::kRemoteAtomic;
+inline constexpr std::uint32_t kAllAccess =
+    access::kLocalWrite | access::kRemoteWrite | access::kRemoteRead | access::kRemoteAtomic;
 
 enum class Based { Va, Zero };
 
@@ -128,20 +128,21 @@ inline RecvWr recv_wr(std::uint64_t id, std::vector<Sge> sgl) {
 
 inline std::vector<Completion> drain_cq(Qp& qp) {
   std::vector<Completion> v;
-  while (auto c = qp.poll()) v.push_back(*c);
+  while (auto c = qp.poll())
+    v.push_back(*c);
   return v;
 }
 
 inline std::string describe(const Completion& c) {
-  return "wr " + std::to_string(c.wr_id) + " " + std::string(wc_status_name(c.status)) +
-         " len " + std::to_string(c.byte_len) + (c.recv ? " recv" : " send");
+  return "wr " + std::to_string(c.wr_id) + " " + std::string(wc_status_name(c.status)) + " len " +
+         std::to_string(c.byte_len) + (c.recv ? " recv" : " send");
 }
 
 // ---- FPDU streams ----------------------------------------------------------------
 
 // Collects the ULPDUs of an FPDU stream.
 class Collector final : public UlpduSink {
- public:
+public:
   std::vector<Bytes> ulpdus;
   std::optional<TermCode> error;
 
@@ -158,7 +159,7 @@ class Collector final : public UlpduSink {
     if (!e) ulpdus.push_back(std::move(cur_));
   }
 
- private:
+private:
   Bytes cur_;
 };
 
@@ -178,7 +179,7 @@ inline std::vector<Bytes> ulpdus_of(const Bytes& stream, bool crc, bool markers)
 struct Seg {
   DdpHeader h;
   Bytes ulpdu;
-  std::size_t rdmap_len = 0;  // RDMAP header octets after the DDP header
+  std::size_t rdmap_len = 0; // RDMAP header octets after the DDP header
   std::size_t payload_len() const { return ulpdu.size() - h.size() - rdmap_len; }
   Bytes payload() const { return slice(ulpdu, h.size() + rdmap_len, payload_len()); }
   Bytes rdmap() const { return slice(ulpdu, h.size(), rdmap_len); }
@@ -202,16 +203,16 @@ inline std::vector<Seg> segments_of(const Bytes& stream, bool crc, bool markers)
 // ---- two endpoints and a pipe ----------------------------------------------------
 
 enum class Io {
-  Feed,     // the whole gather list is written and handed to rx_feed
-  Chunks,   // read side: rx_next/rx_advance, 1..13 octets at a time
-  Partial,  // write side: random short writes (and a small max_iov)
+  Feed,    // the whole gather list is written and handed to rx_feed
+  Chunks,  // read side: rx_next/rx_advance, 1..13 octets at a time
+  Partial, // write side: random short writes (and a small max_iov)
 };
 
 inline const char* io_name(Io io) {
   switch (io) {
-    case Io::Feed: return "feed";
-    case Io::Chunks: return "chunks";
-    case Io::Partial: return "partial";
+  case Io::Feed: return "feed";
+  case Io::Chunks: return "chunks";
+  case Io::Partial: return "partial";
   }
   return "?";
 }
@@ -232,12 +233,12 @@ inline QpConfig responder_cfg(std::size_t mulpdu = 1452) {
 }
 
 class Pair {
- public:
+public:
   struct Options {
     Io io = Io::Feed;
-    bool shared_mem = false;            // both Qps use mem_a
-    SharedRecvQueue* srq_b = nullptr;   // the responder takes receive buffers from it
-    MemoryTable* mem_b = nullptr;       // the responder's table lives elsewhere
+    bool shared_mem = false;          // both Qps use mem_a
+    SharedRecvQueue* srq_b = nullptr; // the responder takes receive buffers from it
+    MemoryTable* mem_b = nullptr;     // the responder's table lives elsewhere
     std::uint64_t seed = 1;
   };
 
@@ -256,14 +257,14 @@ class Pair {
     std::vector<ConstBytes> iov;
     const std::size_t max_iov = opt_.io == Io::Partial ? 3 : 1024;
     src.tx_gather(iov, max_iov);
-    REQUIRE(iov.size() <= max_iov);  // the writev limit the caller asked for
+    REQUIRE(iov.size() <= max_iov); // the writev limit the caller asked for
     std::size_t total = 0;
-    for (ConstBytes p : iov) total += p.size();
+    for (ConstBytes p : iov)
+      total += p.size();
     if (total == 0) return 0;
     std::size_t n = total;
     if (opt_.io == Io::Partial) {
-      n = (rng_() % 3 == 0) ? 1 + rng_() % std::min<std::size_t>(total, 7)
-                            : 1 + rng_() % total;
+      n = (rng_() % 3 == 0) ? 1 + rng_() % std::min<std::size_t>(total, 7) : 1 + rng_() % total;
     }
     Bytes chunk;
     chunk.reserve(n);
@@ -322,15 +323,15 @@ class Pair {
     return segments_of(ba, b->config().crc, b->config().markers_tx);
   }
 
- private:
+private:
   Options opt_;
 
- public:
+public:
   MemoryTable mem_a, mem_b;
   std::optional<Qp> a, b;
-  Bytes ab, ba;  // every octet written a → b and b → a
+  Bytes ab, ba; // every octet written a → b and b → a
 
- private:
+private:
   std::mt19937_64 rng_;
 };
 
@@ -379,7 +380,7 @@ inline Bytes be64(std::uint64_t v) {
 }
 
 class Dut {
- public:
+public:
   explicit Dut(QpConfig c = dut_cfg(), SharedRecvQueue* srq = nullptr)
       : cfg(c), mem(77), peer_(c.crc, c.markers_rx) {
     qp.emplace(cfg, mem, srq);
@@ -423,9 +424,9 @@ class Dut {
   QpConfig cfg;
   MemoryTable mem;
   std::optional<Qp> qp;
-  Bytes out;  // all octets the DUT wrote
+  Bytes out; // all octets the DUT wrote
 
- private:
+private:
   FpduTx peer_;
 };
 
@@ -453,4 +454,4 @@ inline Bytes terminate_ulpdu(TermCode code, bool m, bool d, bool r, const Bytes&
   return u;
 }
 
-}  // namespace qpt
+} // namespace qpt

@@ -4,15 +4,14 @@
 // IR-, RC-, OX- rows) and the startup hostile inputs of §7.1 (HX-), played by two
 // MpaStartup endpoints or by one endpoint and a scripted peer that writes exact
 // octets (RDMAC proxies always reply Rev 0, M=1, C=1: IOP §5.2.2, §5.3.2).
-#include <catch2/catch.hpp>
-
-#include <functional>
-#include <string>
-#include <vector>
-
 #include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 #include "iwarp/mpa_startup.hpp"
+
+#include <catch2/catch.hpp>
+#include <functional>
+#include <string>
+#include <vector>
 
 using namespace iwarp;
 using namespace std::chrono_literals;
@@ -30,13 +29,15 @@ constexpr std::uint16_t kCw = 0x8000, kD = 0x4000; // second word: C | D | ORD
 
 Bytes text(std::string_view s) {
   Bytes b;
-  for (char c : s) b.push_back(std::byte(static_cast<unsigned char>(c)));
+  for (char c : s)
+    b.push_back(std::byte(static_cast<unsigned char>(c)));
   return b;
 }
 
 Bytes pattern(std::size_t n, unsigned seed = 1) {
   Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i) b[i] = std::byte((i * 7 + seed) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = std::byte((i * 7 + seed) & 0xff);
   return b;
 }
 
@@ -83,7 +84,7 @@ Bytes rdmac_reply(const Bytes& pd = {}) { return raw_reply(kM | kC, 0, pd); }
 // HdrCt 0 | CRC (LSB first; zero when CRC is off).
 Bytes expected_term(std::uint8_t code, bool crc, bool marker, std::uint8_t version = 1) {
   Bytes b;
-  if (marker) b = Bytes(4);  // RFC 5044 §7.1.2 r7: the first marker, FPDUPTR 0
+  if (marker) b = Bytes(4); // RFC 5044 §7.1.2 r7: the first marker, FPDUPTR 0
   Bytes fpdu = {std::byte{0x00}, std::byte{0x16}, std::byte(0x40 | version),
                 std::byte((version << 6) | 0x07)};
   fpdu = fpdu + Bytes(4) + enh(0, 2) + enh(0, 1) + Bytes(4);
@@ -183,12 +184,12 @@ void require_term(MpaStartup& m, std::uint8_t code, bool crc = true, bool marker
 
 const char* state_name(MpaState s) {
   switch (s) {
-    case MpaState::AwaitRequest: return "AwaitRequest";
-    case MpaState::RequestReceived: return "RequestReceived";
-    case MpaState::AwaitReply: return "AwaitReply";
-    case MpaState::Established: return "Established";
-    case MpaState::Rejected: return "Rejected";
-    case MpaState::Failed: return "Failed";
+  case MpaState::AwaitRequest: return "AwaitRequest";
+  case MpaState::RequestReceived: return "RequestReceived";
+  case MpaState::AwaitReply: return "AwaitReply";
+  case MpaState::Established: return "Established";
+  case MpaState::Rejected: return "Rejected";
+  case MpaState::Failed: return "Failed";
   }
   return "?";
 }
@@ -241,11 +242,12 @@ void require_split_invariant(const std::function<MpaStartup()>& make, const Byte
     REQUIRE(feed_chunked(make, in, {k}) == whole);
   }
   std::vector<std::size_t> every;
-  for (std::size_t k = 1; k < in.size(); ++k) every.push_back(k);
+  for (std::size_t k = 1; k < in.size(); ++k)
+    every.push_back(k);
   REQUIRE(feed_chunked(make, in, every) == whole);
 }
 
-}  // namespace
+} // namespace
 
 // ==== 6.1 MPA revision / enhanced-mode combinations ====================================
 
@@ -254,11 +256,11 @@ TEST_CASE("IM-01 Rev1 initiator vs RFC 5044 responder: normal rev1 connection", 
   require_established(l.i);
   require_established(l.r);
   // "MPA ID Req Frame", M=0 C=1 R=0 S=0, Rev 1, PD_Length 5.
-  CHECK(hex(l.request) == hex(text("MPA ID Req Frame") +
-                              Bytes{std::byte{0x40}, std::byte{1}, std::byte{0}, std::byte{5}} +
-                              text("hello")));
-  CHECK(hex(l.reply) == hex(text("MPA ID Rep Frame") + Bytes{std::byte{0x40}, std::byte{1},
-                                                             std::byte{0}, std::byte{0}}));
+  CHECK(hex(l.request) ==
+        hex(text("MPA ID Req Frame") +
+            Bytes{std::byte{0x40}, std::byte{1}, std::byte{0}, std::byte{5}} + text("hello")));
+  CHECK(hex(l.reply) == hex(text("MPA ID Rep Frame") +
+                            Bytes{std::byte{0x40}, std::byte{1}, std::byte{0}, std::byte{0}}));
   CHECK(l.r.request().private_data == text("hello"));
   CHECK(l.r.result().peer_private_data == text("hello"));
   for (const MpaStartup* m : {&l.i, &l.r}) {
@@ -274,12 +276,12 @@ TEST_CASE("IM-02 Rev1 initiator vs RFC 6581 responder: unenhanced Rev1 Reply, cl
   Link l = run(rev1(), MpaPolicy{}, {}, [](MpaStartup& r) { r.accept(text("ok")); });
   require_established(l.i);
   require_established(l.r);
-  CHECK(octet(l.reply, 16) == kC);  // S=0
+  CHECK(octet(l.reply, 16) == kC); // S=0
   CHECK(octet(l.reply, 17) == 1);
-  CHECK(word(l.reply, 18) == 2);  // the ULP's 2 octets, no enhanced data
+  CHECK(word(l.reply, 18) == 2); // the ULP's 2 octets, no enhanced data
   CHECK(l.i.result().peer_private_data == text("ok"));
   CHECK_FALSE(l.i.result().enhanced);
-  CHECK_FALSE(l.i.result().rtr);  // client-server: the initiator's first FPDU is ULP data
+  CHECK_FALSE(l.i.result().rtr); // client-server: the initiator's first FPDU is ULP data
   CHECK_FALSE(l.i.result().peer_ird);
 }
 
@@ -294,15 +296,15 @@ TEST_CASE("IM-03 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa]") {
   require_established(l.r);
   CHECK(octet(l.request, 16) == (kC | kS));
   CHECK(octet(l.request, 17) == 2);
-  CHECK(word(l.request, 18) == 7);  // 4 enhanced + 3
-  CHECK(word(l.request, 20) == 4);  // A=0 B=0 IRD 4
-  CHECK(word(l.request, 22) == 3);  // C=0 D=0 ORD 3
+  CHECK(word(l.request, 18) == 7); // 4 enhanced + 3
+  CHECK(word(l.request, 20) == 4); // A=0 B=0 IRD 4
+  CHECK(word(l.request, 22) == 3); // C=0 D=0 ORD 3
   CHECK(octet(l.reply, 16) == (kC | kS));
   CHECK(octet(l.reply, 17) == 2);
   CHECK(word(l.reply, 18) == 4);
-  CHECK(word(l.reply, 20) == 5);  // responder IRD 5 >= initiator ORD 3
-  CHECK(word(l.reply, 22) == 2);  // responder ORD 2 <= initiator IRD 4
-  CHECK(l.r.request().private_data == text("abc"));  // enhanced data hidden from the ULP
+  CHECK(word(l.reply, 20) == 5);                    // responder IRD 5 >= initiator ORD 3
+  CHECK(word(l.reply, 22) == 2);                    // responder ORD 2 <= initiator IRD 4
+  CHECK(l.r.request().private_data == text("abc")); // enhanced data hidden from the ULP
   CHECK(l.i.result().enhanced);
   CHECK(l.r.result().enhanced);
   CHECK(l.i.result().ird == 4);
@@ -322,15 +324,14 @@ TEST_CASE("IM-04 Rev2 S=0 vs rev2: accepted, unenhanced Reply", "[mpa]") {
   CHECK(word(l.request, 18) == 1);
   require_established(l.r);
   require_established(l.i);
-  CHECK(octet(l.reply, 16) == kC);  // S=0
+  CHECK(octet(l.reply, 16) == kC); // S=0
   CHECK(octet(l.reply, 17) == 1);
   CHECK_FALSE(l.r.result().enhanced);
   CHECK(l.r.request().private_data == text("x"));
   CHECK_FALSE(l.i.result().enhanced);
 }
 
-TEST_CASE("IM-05 Rev2 S=0 vs rev1-only responder: close + local error, retry Rev1 works",
-          "[mpa]") {
+TEST_CASE("IM-05 Rev2 S=0 vs rev1-only responder: close + local error, retry Rev1 works", "[mpa]") {
   MpaPolicy ip;
   ip.enhanced = false;
   Link l = run(ip, rev1());
@@ -345,8 +346,7 @@ TEST_CASE("IM-05 Rev2 S=0 vs rev1-only responder: close + local error, retry Rev
   require_established(retry.r);
 }
 
-TEST_CASE("IM-06 Rev2 S=1 vs rev1-only responder: closed as malformed, retry unenhanced",
-          "[mpa]") {
+TEST_CASE("IM-06 Rev2 S=1 vs rev1-only responder: closed as malformed, retry unenhanced", "[mpa]") {
   Link l = run(p2p(), rev1());
   require_failed(l.r, term::mpa_invalid_frame, "Rev 2 is not supported");
   l.i.on_peer_closed();
@@ -418,8 +418,7 @@ TEST_CASE("IM-10 Rev1 initiator vs RDMAC proxy Reply: non-permissive closes, per
   }
 }
 
-TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy allows",
-          "[mpa]") {
+TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy allows", "[mpa]") {
   const Bytes reply = GENERATE(raw_reply(kC, 1, text("r")), raw_reply(kC, 2, text("r")));
   SECTION("accept_unenhanced_reply (default): unenhanced fallback") {
     MpaPolicy ip = p2p();
@@ -429,7 +428,7 @@ TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy
     require_established(i);
     CHECK_FALSE(i.result().enhanced);
     CHECK_FALSE(i.result().p2p);
-    CHECK_FALSE(i.result().rtr);  // no RTR: left to the ULP
+    CHECK_FALSE(i.result().rtr); // no RTR: left to the ULP
     CHECK_FALSE(i.result().peer_ird);
     CHECK(i.result().ird == 3);
     CHECK(i.result().ord == 2);
@@ -445,11 +444,11 @@ TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy
 }
 
 TEST_CASE("IM-12 Rev1 Request with S=1: S treated as reserved, processed unenhanced", "[mpa]") {
-  const Bytes pd = enh(kA | 4, kCw | 4);  // looks like enhanced data, but Rev 1
+  const Bytes pd = enh(kA | 4, kCw | 4); // looks like enhanced data, but Rev 1
   MpaStartup r = responder_vs(MpaPolicy{}, raw_request(kC | kS, 1, pd));
   REQUIRE(r.state() == MpaState::RequestReceived);
   CHECK_FALSE(r.request().enhanced);
-  CHECK(r.request().private_data == pd);  // all of it is ULP private data
+  CHECK(r.request().private_data == pd); // all of it is ULP private data
   CHECK_FALSE(r.result().peer_ird);
   r.accept({});
   require_established(r);
@@ -478,7 +477,7 @@ void check_mc(bool im, bool ic, bool rm, bool rc, bool crc_on) {
   CHECK(l.i.result().crc == crc_on);
   CHECK(l.r.result().crc == crc_on);
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("MC-01 M0 C0 vs M0 C0: no markers, CRC off", "[mpa]") {
   check_mc(false, false, false, false, false);
@@ -567,8 +566,8 @@ TEST_CASE("PD-02 PD_Length 513..65535: receiver closes at the header", "[mpa]") 
 }
 
 TEST_CASE("PD-03 responder ULP rejects with PD: both exit MPA, TCP left open", "[mpa]") {
-  Link l = run(rev1(), rev1(), text("please"),
-               [](MpaStartup& r) { r.reject(text("no such service")); });
+  Link l =
+      run(rev1(), rev1(), text("please"), [](MpaStartup& r) { r.reject(text("no such service")); });
   CHECK(l.r.state() == MpaState::Rejected);
   CHECK(l.i.state() == MpaState::Rejected);
   CHECK(octet(l.reply, 16) == (kC | kR));
@@ -587,15 +586,15 @@ TEST_CASE("PD-04 reject for insufficient initiator IRD: required ORD in the resp
   MpaPolicy rp;
   rp.ird = 6;
   Link l = run(ip, rp, {}, [](MpaStartup& r) {
-    REQUIRE(r.result().peer_ird == 1);  // the ULP sees the initiator IRD before deciding
+    REQUIRE(r.result().peer_ird == 1); // the ULP sees the initiator IRD before deciding
     r.reject(text("need ORD 8"), 8);
   });
   CHECK(l.r.state() == MpaState::Rejected);
   REQUIRE(l.i.state() == MpaState::Rejected);
   CHECK(octet(l.reply, 16) == (kC | kR | kS));
   CHECK(octet(l.reply, 17) == 2);
-  CHECK(word(l.reply, 20) == 6);  // responder IRD
-  CHECK(word(l.reply, 22) == 8);  // required ORD (C-11: no TERM before Full Operation)
+  CHECK(word(l.reply, 20) == 6); // responder IRD
+  CHECK(word(l.reply, 22) == 8); // required ORD (C-11: no TERM before Full Operation)
   // EMPA-022: the initiator passes IRD/ORD to its ULP for a Reject too.
   CHECK(l.i.result().peer_ird == 6);
   CHECK(l.i.result().peer_ord == 8);
@@ -641,13 +640,13 @@ TEST_CASE("RT-03 A=1 C / A=1 C: zero-length RDMA Write RTR", "[mpa]") {
 
 TEST_CASE("RT-04 A=1 D / A=1 D: zero-length Read RTR, IRD/ORD >= 1", "[mpa]") {
   MpaPolicy ip = p2p({false, false, true});
-  ip.ord = 0;  // the ULP itself does no Reads
+  ip.ord = 0; // the ULP itself does no Reads
   MpaPolicy rp = p2p({false, false, true});
   rp.ird = 0;
   Link l = run(ip, rp);
   require_established(l.i);
   CHECK(word(l.request, 22) == kD);
-  CHECK(word(l.reply, 20) == (kA | 1));  // IRD raised to 1 for the Read RTR
+  CHECK(word(l.reply, 20) == (kA | 1)); // IRD raised to 1 for the Read RTR
   CHECK(word(l.reply, 22) == (kD | 16));
   CHECK(l.i.result().rtr == RtrType::Read);
   CHECK(l.i.result().ord == 1);
@@ -674,7 +673,7 @@ TEST_CASE("RT-06 A=1 B / A=1 C: responder lists an unrequested type; initiator c
           "[mpa]") {
   Link l = run(p2p({true, false, false}), p2p({false, true, false}));
   CHECK(word(l.reply, 20) == (kA | 16));
-  CHECK(word(l.reply, 22) == (kCw | 16));  // EMPA-034: a type it supports, not requested
+  CHECK(word(l.reply, 22) == (kCw | 16)); // EMPA-034: a type it supports, not requested
   CHECK(l.r.state() == MpaState::Established);
   CHECK(contains(l.i.error().message, "no matching RTR"));
   require_term(l.i, 7);
@@ -711,7 +710,7 @@ TEST_CASE("RT-10 A=1 at a rev2 responder without P2P: still lists one RTR type",
   Link l = run(p2p(), rp);
   require_established(l.r);
   CHECK((word(l.reply, 20) & kA) != 0);
-  CHECK(l.r.sent_frame().enhanced->rtr_write);  // C-12: at least one
+  CHECK(l.r.sent_frame().enhanced->rtr_write); // C-12: at least one
   require_established(l.i);
   CHECK(l.i.result().rtr == RtrType::Write);
 }
@@ -745,8 +744,8 @@ TEST_CASE("IR-02 I(IRD 1, ORD 16) vs R that can only do IRD 8: ORD clamped to 8"
   rp.ord = 4;
   Link l = run(ip, rp);
   require_established(l.i);
-  CHECK(word(l.reply, 20) == 8);  // raised from 4 as far as it can
-  CHECK(word(l.reply, 22) == 1);  // at most the initiator IRD
+  CHECK(word(l.reply, 20) == 8); // raised from 4 as far as it can
+  CHECK(word(l.reply, 22) == 1); // at most the initiator IRD
   CHECK(l.r.result().ird == 8);
   CHECK(l.r.result().ord == 1);
   CHECK(l.i.result().ord == 8);
@@ -777,8 +776,7 @@ TEST_CASE("IR-03 I(IRD 2, ORD 0) with D only: responder raises IRD to 1", "[mpa]
   CHECK(word(other.reply, 22) == (kCw | 16));
 }
 
-TEST_CASE("IR-04 initiator ORD/IRD 0x3FFF: responder keeps local values, echoes 0x3FFF",
-          "[mpa]") {
+TEST_CASE("IR-04 initiator ORD/IRD 0x3FFF: responder keeps local values, echoes 0x3FFF", "[mpa]") {
   MpaPolicy rp;
   rp.ird = 6;
   rp.ord = 7;
@@ -883,7 +881,7 @@ void check_vs_rdmac_responder(bool permissive, bool im) {
   }
   require_established(i);
   CHECK(i.result().version == kVersionRdmac);
-  CHECK(i.result().markers_rx);  // on even though the Request said M=0
+  CHECK(i.result().markers_rx); // on even though the Request said M=0
   CHECK(i.result().markers_tx);
   CHECK(i.result().crc);
 }
@@ -899,13 +897,13 @@ void check_vs_rdmac_initiator(bool permissive, bool rm) {
   REQUIRE(r.state() == MpaState::RequestReceived);
   r.accept({});
   require_established(r);
-  CHECK(hex(take(r)) == hex(raw_reply(kM | kC, 0)));  // never M=0 to RDMAC
+  CHECK(hex(take(r)) == hex(raw_reply(kM | kC, 0))); // never M=0 to RDMAC
   CHECK(r.result().version == kVersionRdmac);
   CHECK(r.result().markers_rx);
   CHECK(r.result().markers_tx);
   CHECK(r.result().crc);
 }
-}  // namespace
+} // namespace
 
 // RC-01 (RDMAC vs RDMAC) involves no IETF endpoint: nothing of ours to play.
 
@@ -959,12 +957,14 @@ TEST_CASE("RC-16 IETF permissive M=1 vs permissive M=1: V=1, M=1/1", "[mpa]") {
 TEST_CASE("RC-17 IETF non-permissive (M=x) vs IETF permissive (M=y): V=1, M=x/y", "[mpa]") {
   const bool crc = GENERATE(false, true);
   for (bool x : {false, true})
-    for (bool y : {false, true}) check_v1(false, x, true, y, crc);
+    for (bool y : {false, true})
+      check_v1(false, x, true, y, crc);
 }
 TEST_CASE("RC-18 IETF permissive (M=x) vs IETF non-permissive (M=y): V=1, M=x/y", "[mpa]") {
   const bool crc = GENERATE(false, true);
   for (bool x : {false, true})
-    for (bool y : {false, true}) check_v1(true, x, false, y, crc);
+    for (bool y : {false, true})
+      check_v1(true, x, false, y, crc);
 }
 TEST_CASE("RC-19 every V=0 connection: CRC on both ways, version 0 for DDP and RDMAP", "[mpa]") {
   // Even an RDMAC frame with C=0 and a local policy of no CRC end with CRC on.
@@ -988,8 +988,7 @@ TEST_CASE("RC-19 every V=0 connection: CRC on both ways, version 0 for DDP and R
 
 // ==== 6.6 Other cross-implementation scenarios =================================================
 
-TEST_CASE("OX-02 Initiator/Initiator: both detect a Request where a Reply is expected",
-          "[mpa]") {
+TEST_CASE("OX-02 Initiator/Initiator: both detect a Request where a Reply is expected", "[mpa]") {
   MpaStartup a = MpaStartup::initiator(MpaPolicy{}, {}, t0);
   MpaStartup b = MpaStartup::initiator(rev1(), text("b"), t0);
   const Bytes from_a = take(a), from_b = take(b);
@@ -1026,7 +1025,7 @@ TEST_CASE("OX-10 siw's large-FPDU Res bit: used only when both set it, ignored o
   CHECK(both.r.result().large_fpdu);
   Link one = run(big, MpaPolicy{});
   require_established(one.i);
-  CHECK(octet(one.reply, 16) == (kC | kS));  // not echoed
+  CHECK(octet(one.reply, 16) == (kC | kS)); // not echoed
   CHECK_FALSE(one.i.result().large_fpdu);
   CHECK_FALSE(one.r.result().large_fpdu);
   MpaStartup i = initiator_vs(rev1(), raw_reply(kC | kMpaFlagLargeFpdu, 1));
@@ -1039,16 +1038,16 @@ TEST_CASE("OX-10 siw's large-FPDU Res bit: used only when both set it, ignored o
 TEST_CASE("HX-001 junk instead of a Request key fails at the first wrong octet", "[mpa]") {
   struct Junk {
     Bytes in;
-    std::size_t bad;  // first octet that cannot be a key
+    std::size_t bad; // first octet that cannot be a key
   };
   Bytes tls = {std::byte{0x16}, std::byte{0x03}, std::byte{0x01}, std::byte{0x02}, std::byte{0x00}};
   Bytes random = pattern(64, 0x2b);
-  for (const Junk& j : {Junk{text("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 0}, Junk{tls, 0},
-                        Junk{random, 0}, Junk{text("MPA ID Rex Frame"), 9},
-                        Junk{text("MPA ID Req Frame\n") , 99}}) {
+  for (const Junk& j :
+       {Junk{text("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 0}, Junk{tls, 0}, Junk{random, 0},
+        Junk{text("MPA ID Rex Frame"), 9}, Junk{text("MPA ID Req Frame\n"), 99}}) {
     MpaStartup r = MpaStartup::responder(MpaPolicy{}, t0);
     const std::size_t n = r.on_bytes(j.in);
-    if (j.bad == 99) {  // a good key: only the header is incomplete
+    if (j.bad == 99) { // a good key: only the header is incomplete
       CHECK(r.state() == MpaState::AwaitRequest);
       continue;
     }
@@ -1073,7 +1072,8 @@ TEST_CASE("HX-002 Reply key mismatch: initiator closes with code 4", "[mpa]") {
 
 TEST_CASE("HX-003 Request key while awaiting the Reply: Initiator/Initiator detected", "[mpa]") {
   MpaStartup i = initiator_vs(MpaPolicy{}, raw_request(kC, 1));
-  require_failed(i, term::mpa_invalid_frame, "received an MPA Request while awaiting the MPA Reply");
+  require_failed(i, term::mpa_invalid_frame,
+                 "received an MPA Request while awaiting the MPA Reply");
   // A responder that gets a Reply key fails the same way.
   MpaStartup r = responder_vs(MpaPolicy{}, raw_reply(kC, 1));
   require_failed(r, term::mpa_invalid_frame, "received an MPA Reply while awaiting");
@@ -1081,7 +1081,7 @@ TEST_CASE("HX-003 Request key while awaiting the Reply: Initiator/Initiator dete
 
 TEST_CASE("HX-004 no Request ever arrives: timeout", "[mpa]") {
   MpaStartup r = MpaStartup::responder(MpaPolicy{}, t0);
-  CHECK(r.deadline() == t0 + 60s);  // MPA-069 default
+  CHECK(r.deadline() == t0 + 60s); // MPA-069 default
   r.on_timer(t0 + 59s);
   CHECK(r.state() == MpaState::AwaitRequest);
   r.on_timer(t0 + 60s);
@@ -1162,8 +1162,7 @@ TEST_CASE("HX-009 unsupported Rev: Rev0 non-permissive, Rev2 at rev-1-only, Rev>
                    c.message);
     MpaPolicy ip = c.policy;
     ip.enhanced = false;
-    require_failed(initiator_vs(ip, raw_reply(kM | kC, c.rev)), term::mpa_invalid_frame,
-                   c.message);
+    require_failed(initiator_vs(ip, raw_reply(kM | kC, c.rev)), term::mpa_invalid_frame, c.message);
   }
 }
 
@@ -1183,7 +1182,7 @@ TEST_CASE("HX-011 Reply with R=1: exit MPA, PD to the ULP, TCP left open", "[mpa
   CHECK(i.result().peer_private_data == text("busy"));
   CHECK(i.result().peer_ird == 2);
   CHECK(i.result().peer_ord == 3);
-  CHECK(i.output().empty());  // no TERM: never in Full Operation
+  CHECK(i.output().empty()); // no TERM: never in Full Operation
 }
 
 TEST_CASE("HX-012 S=1 but PD_Length < 4: improperly formatted", "[mpa]") {
@@ -1254,7 +1253,7 @@ TEST_CASE("HX-016 absurd IRD/ORD such as 0x3FFE: clamped to local limits or reje
     MpaStartup r = responder_vs(rp, raw_request(kC | kS, 2, enh(0x3ffe, 0x3ffe)));
     r.accept({});
     const Bytes reply = take(r);
-    CHECK(word(reply, 20) == 64);  // raised only as far as max_ird
+    CHECK(word(reply, 20) == 64); // raised only as far as max_ird
     CHECK(word(reply, 22) == 3);
   }
 }
@@ -1265,7 +1264,7 @@ TEST_CASE("HX-017 FPDUs right after the Request/Reply are left to the data path"
   MpaStartup r = MpaStartup::responder(MpaPolicy{}, t0);
   CHECK(r.on_bytes(req + fpdu) == req.size());
   REQUIRE(r.state() == MpaState::RequestReceived);
-  CHECK(r.on_bytes(fpdu) == 0);  // still not the startup machine's
+  CHECK(r.on_bytes(fpdu) == 0); // still not the startup machine's
   const Bytes rep = raw_reply(kC | kS, 2, enh(2, 2));
   MpaStartup i = MpaStartup::initiator(MpaPolicy{}, {}, t0);
   CHECK(i.on_bytes(rep + fpdu) == rep.size());
@@ -1276,7 +1275,7 @@ TEST_CASE("HX-018 our responder sends nothing before the initiator's first FPDU"
   MpaStartup i = MpaStartup::initiator(p2p(), {}, t0);
   MpaStartup r = MpaStartup::responder(p2p(), t0);
   r.on_bytes(take(i));
-  CHECK(r.output().empty());  // nothing before accept()
+  CHECK(r.output().empty()); // nothing before accept()
   r.accept(text("hi"));
   require_established(r);
   // Only the Reply: no marker, no FPDU (RFC 5044 §7.1.2 r4, RFC 6581 §5).
@@ -1303,8 +1302,8 @@ TEST_CASE("HX-019 the chosen RTR is always one both ends listed", "[mpa]") {
         CHECK(lset.has(*l.i.result().rtr));
       } else {
         CHECK(l.i.error().code == term::mpa_no_matching_rtr);
-        const bool mutual = (is.send && lset.send) || (is.write && lset.write) ||
-                            (is.read && lset.read);
+        const bool mutual =
+            (is.send && lset.send) || (is.write && lset.write) || (is.read && lset.read);
         CHECK_FALSE(mutual);
       }
     }
@@ -1340,10 +1339,8 @@ TEST_CASE("HX-020 local failure during enhanced setup: TERM 5 once in Full Opera
 // ==== byte stream handling ===================================================================
 
 TEST_CASE("MPA startup: byte-at-a-time and every split point give the same result", "[mpa]") {
-  const Bytes tail = pattern(9, 0x77);  // the first FPDU octets, never consumed
-  auto responder = [](MpaPolicy p = {}) {
-    return [p] { return MpaStartup::responder(p, t0); };
-  };
+  const Bytes tail = pattern(9, 0x77); // the first FPDU octets, never consumed
+  auto responder = [](MpaPolicy p = {}) { return [p] { return MpaStartup::responder(p, t0); }; };
   auto initiator = [](MpaPolicy p = {}) {
     return [p] {
       MpaStartup i = MpaStartup::initiator(p, {}, t0);
@@ -1365,9 +1362,7 @@ TEST_CASE("MPA startup: byte-at-a-time and every split point give the same resul
   SECTION("Reply rejected") {
     require_split_invariant(initiator(), raw_reply(kC | kR | kS, 2, enh(1, 9)) + text("no"));
   }
-  SECTION("HTTP junk") {
-    require_split_invariant(responder(), text("GET / HTTP/1.1\r\n\r\n"));
-  }
+  SECTION("HTTP junk") { require_split_invariant(responder(), text("GET / HTTP/1.1\r\n\r\n")); }
   SECTION("almost a key") {
     require_split_invariant(responder(), text("MPA ID Req Frame") + tail);
     require_split_invariant(responder(), text("MPA ID Req Fram?") + tail);
@@ -1386,20 +1381,19 @@ TEST_CASE("MPA startup: byte-at-a-time and every split point give the same resul
   }
 }
 
-TEST_CASE("MPA startup: output is written piecewise and bytes after the end are ignored",
-          "[mpa]") {
+TEST_CASE("MPA startup: output is written piecewise and bytes after the end are ignored", "[mpa]") {
   MpaStartup i = MpaStartup::initiator(rev1(), text("abc"), t0);
   const std::size_t total = i.output().size();
   REQUIRE(total == kMpaFrameHeaderLen + 3);
   i.consume_output(3);
   CHECK(i.output().size() == total - 3);
-  CHECK(std::to_integer<char>(i.output()[0]) == ' ');  // "MPA ID Req Frame" from octet 3
+  CHECK(std::to_integer<char>(i.output()[0]) == ' '); // "MPA ID Req Frame" from octet 3
   i.consume_output(total - 3);
   CHECK(i.output().empty());
   i.on_bytes(raw_reply(kC, 1));
   require_established(i);
   CHECK(i.on_bytes(pattern(4)) == 0);
-  i.on_peer_closed();  // after the exchange: the data path's business
+  i.on_peer_closed(); // after the exchange: the data path's business
   i.on_timer(t0 + 1000s);
   require_established(i);
   CHECK(i.deadline() == MpaClock::time_point::max());
@@ -1412,17 +1406,20 @@ TEST_CASE("MPA startup: invalid local use fails clearly", "[mpa]") {
                  "local policy MPA revision 3 is not supported");
   MpaStartup r = responder_vs(MpaPolicy{}, raw_request(kC | kS, 2, enh(1, 1)));
   r.accept(pattern(509));
-  require_failed(r, term::mpa_local_catastrophic, "MPA Reply private data of 509 octets exceeds 508");
+  require_failed(r, term::mpa_local_catastrophic,
+                 "MPA Reply private data of 509 octets exceeds 508");
   MpaPolicy plain;
   plain.enhanced = false;
   MpaStartup e = responder_vs(plain, raw_request(kC | kS, 2, enh(1, 1)));
   require_failed(e, term::mpa_invalid_frame, "enhanced connection setup is disabled locally");
-  MpaStartup s = initiator_vs(rev1(), raw_reply(kC | kS, 1, enh(1, 1)));  // Rev1: S reserved
+  MpaStartup s = initiator_vs(rev1(), raw_reply(kC | kS, 1, enh(1, 1))); // Rev1: S reserved
   require_established(s);
-  MpaStartup t = initiator_vs([] {
-    MpaPolicy q;
-    q.enhanced = false;
-    return q;
-  }(), raw_reply(kC | kS, 2, enh(1, 1)));
+  MpaStartup t = initiator_vs(
+      [] {
+        MpaPolicy q;
+        q.enhanced = false;
+        return q;
+      }(),
+      raw_reply(kC | kS, 2, enh(1, 1)));
   require_failed(t, term::mpa_invalid_frame, "MPA Reply is enhanced (S=1) but the Request was not");
 }

@@ -5,11 +5,10 @@
 // §6.2 MC-, §7.2-§7.4 HX-, decisions C-05..C-10. Two Qps talk through an
 // in-memory pipe (qp_harness.hpp), or one Qp is fed hand-made FPDUs and the
 // Terminate it answers with is compared octet for octet.
-#include <catch2/catch.hpp>
-
-#include <cstring>
-
 #include "qp_harness.hpp"
+
+#include <catch2/catch.hpp>
+#include <cstring>
 
 using namespace qpt;
 
@@ -77,7 +76,7 @@ void send_and_check(Io io, std::size_t n) {
   }
 }
 
-}  // namespace
+} // namespace
 
 // =====================================================================================
 // Happy paths
@@ -134,15 +133,15 @@ TEST_CASE("DDP-044 2048-octet tagged message at TO 16384: TO 16384 len 1486, TO 
   CHECK(segs[1].h.to == 17870);
   CHECK(segs[1].payload_len() == 562);
   CHECK(segs[1].h.last);
-  CHECK(std::to_integer<unsigned>(segs[0].ulpdu[0]) == 0x81);  // T=1 L=0 DV=1
-  CHECK(std::to_integer<unsigned>(segs[1].ulpdu[0]) == 0xc1);  // T=1 L=1 DV=1
-  CHECK(std::to_integer<unsigned>(segs[1].ulpdu[1]) == 0x40);  // RV=1 Write
+  CHECK(std::to_integer<unsigned>(segs[0].ulpdu[0]) == 0x81); // T=1 L=0 DV=1
+  CHECK(std::to_integer<unsigned>(segs[1].ulpdu[0]) == 0xc1); // T=1 L=1 DV=1
+  CHECK(std::to_integer<unsigned>(segs[1].ulpdu[1]) == 0x40); // RV=1 Write
   CHECK(slice(mem, 0, 2048) == src.data);
   CHECK(all_zero(slice(mem, 2048, 2048)));
   auto ca = drain_cq(*p.a);
   REQUIRE(ca.size() == 1);
   check_completion(ca[0], 2, WcStatus::Success, WcOpcode::RdmaWrite, 2048, false);
-  CHECK(drain_cq(*p.b).empty());  // WR-004: a Write is placed, never delivered
+  CHECK(drain_cq(*p.b).empty()); // WR-004: a Write is placed, never delivered
 }
 
 TEST_CASE("SD-001 Send with a gather list into a scattered receive buffer", "[qp]") {
@@ -152,8 +151,8 @@ TEST_CASE("SD-001 Send with a gather list into a scattered receive buffer", "[qp
   Buf s2 = reg(p.ma(), pattern(4000, 2), access::kLocalWrite, 1, Based::Zero);
   Buf r1 = reg(p.mb(), 1000, access::kLocalWrite);
   Buf r2 = reg(p.mb(), 3000, access::kLocalWrite, 1, Based::Zero);
-  REQUIRE(p.b->post_recv(recv_wr(1, {r1.sge(0, 1000), r2.sge(0, 0), r2.sge(100, 2000),
-                                     r1.sge(0, 0), r2.sge(2500, 500)})) == PostError::None);
+  REQUIRE(p.b->post_recv(recv_wr(1, {r1.sge(0, 1000), r2.sge(0, 0), r2.sge(100, 2000), r1.sge(0, 0),
+                                     r2.sge(2500, 500)})) == PostError::None);
   REQUIRE(p.a->post_send(send_wr(2, {s1.sge(10, 100), s2.sge(0, 0), s2.sge(50, 3000)})) ==
           PostError::None);
   p.pump();
@@ -180,11 +179,11 @@ TEST_CASE("SD-001 inline Send: data copied at post time, limits enforced", "[qp]
   // inline_data replaces the SGL when non-empty, with or without is_inline.
   const bool flag = GENERATE(false, true);
   Buf decoy = reg(p.ma(), pattern(256, 77));
-  SendWr w = send_wr(2, {decoy.all()});  // an SGL that must be ignored
+  SendWr w = send_wr(2, {decoy.all()}); // an SGL that must be ignored
   w.inline_data = data;
   w.is_inline = flag;
   REQUIRE(p.a->post_send(w) == PostError::None);
-  w.inline_data.assign(200, std::byte{0xee});  // the WR was copied at post time
+  w.inline_data.assign(200, std::byte{0xee}); // the WR was copied at post time
   p.pump();
   CHECK(slice(dst.data, 0, 200) == data);
   CHECK(all_zero(slice(dst.data, 200, 56)));
@@ -198,7 +197,7 @@ TEST_CASE("SD-001 inline Send: data copied at post time, limits enforced", "[qp]
   SendWr big = send_wr(3, {});
   big.inline_data = pattern(257);
   big.is_inline = true;
-  CHECK(p.a->post_send(big) == PostError::InvalidArgument);  // max_inline 256
+  CHECK(p.a->post_send(big) == PostError::InvalidArgument); // max_inline 256
   SendWr rd = read_wr(4, {}, 1, 0);
   rd.inline_data = pattern(4);
   rd.is_inline = true;
@@ -226,7 +225,7 @@ TEST_CASE("WR-001 RDMA Write into VA-based and zero-based regions, gather list, 
   check_completion(ca[0], 7, WcStatus::Success, WcOpcode::RdmaWrite, 5000, false);
   CHECK(drain_cq(*p.b).empty());
   auto segs = p.segs_ab();
-  REQUIRE(segs.size() == 4);  // 1438 octets per tagged segment at MULPDU 1452
+  REQUIRE(segs.size() == 4); // 1438 octets per tagged segment at MULPDU 1452
   for (std::size_t i = 0; i < segs.size(); ++i) {
     CHECK(segs[i].h.to == dst.to(100 + 1438 * i));
     CHECK(segs[i].h.stag == dst.stag);
@@ -273,7 +272,7 @@ TEST_CASE("RD-002 RDMA Read into a multi-SGE sink: Request header, Responses, da
   auto ca = drain_cq(*p.a);
   REQUIRE(ca.size() == 1);
   check_completion(ca[0], 5, WcStatus::Success, WcOpcode::RdmaRead, 3900, false);
-  CHECK(drain_cq(*p.b).empty());  // RD-003: never delivered to the responder's ULP
+  CHECK(drain_cq(*p.b).empty()); // RD-003: never delivered to the responder's ULP
   CHECK(p.a->reads_outstanding() == 0);
 
   auto rq = p.segs_ab();
@@ -290,7 +289,7 @@ TEST_CASE("RD-002 RDMA Read into a multi-SGE sink: Request header, Responses, da
   CHECK(r.src_to == src.to(7));
 
   auto rs = p.segs_ba();
-  REQUIRE(rs.size() == 3);  // 1438 + 1438 + 1024
+  REQUIRE(rs.size() == 3); // 1438 + 1438 + 1024
   std::size_t off = 0;
   for (std::size_t i = 0; i < rs.size(); ++i) {
     CHECK(rs[i].h.tagged);
@@ -325,7 +324,8 @@ TEST_CASE("RD-005 several Reads: Responses in Request order, each into its own s
   Pair p(initiator_cfg(), responder_cfg());
   Buf src = reg(p.mb(), pattern(20000, 2), access::kRemoteRead);
   std::vector<Buf> sinks;
-  for (int i = 0; i < 5; ++i) sinks.push_back(reg(p.ma(), 1000 + 1000 * i));
+  for (int i = 0; i < 5; ++i)
+    sinks.push_back(reg(p.ma(), 1000 + 1000 * i));
   for (int i = 0; i < 5; ++i)
     REQUIRE(p.a->post_send(read_wr(i, {sinks[i].all()}, src.stag, src.to(i * 3000))) ==
             PostError::None);
@@ -354,7 +354,7 @@ TEST_CASE("SD-005 Send with Invalidate: STag invalidated before the completion r
           "[qp]") {
   const bool se = GENERATE(false, true);
   Pair p(initiator_cfg(), responder_cfg());
-  Buf adv = reg(p.mb(), 64, kAllAccess);  // advertised to a, invalidated by a
+  Buf adv = reg(p.mb(), 64, kAllAccess); // advertised to a, invalidated by a
   Buf rb = reg(p.mb(), 64);
   Buf src = reg(p.ma(), pattern(16, 1));
   REQUIRE(p.b->post_recv(recv_wr(1, {rb.all()})) == PostError::None);
@@ -486,7 +486,8 @@ TEST_CASE("RDMAP-032 ORD: Reads beyond the outbound limit wait, later WRs keep t
   Pair p(ca, cb);
   Buf src = reg(p.mb(), pattern(3000, 2), access::kRemoteRead);
   std::vector<Buf> sinks;
-  for (int i = 0; i < 3; ++i) sinks.push_back(reg(p.ma(), 1000));
+  for (int i = 0; i < 3; ++i)
+    sinks.push_back(reg(p.ma(), 1000));
   Buf rb = reg(p.mb(), 10);
   REQUIRE(p.b->post_recv(recv_wr(1, {rb.all()})) == PostError::None);
   for (int i = 0; i < 3; ++i)
@@ -495,7 +496,7 @@ TEST_CASE("RDMAP-032 ORD: Reads beyond the outbound limit wait, later WRs keep t
   REQUIRE(p.a->post_send(send_wr(3, {})) == PostError::None);
   p.pump_a();
   auto segs = p.segs_ab();
-  REQUIRE(segs.size() == 2);  // the third Read and the Send wait for a Response
+  REQUIRE(segs.size() == 2); // the third Read and the Send wait for a Response
   CHECK(segs[0].h.opcode == static_cast<std::uint8_t>(Opcode::RdmaReadRequest));
   CHECK(segs[1].h.opcode == static_cast<std::uint8_t>(Opcode::RdmaReadRequest));
   CHECK(p.a->reads_outstanding() == 2);
@@ -512,11 +513,10 @@ TEST_CASE("RDMAP-032 ORD: Reads beyond the outbound limit wait, later WRs keep t
     CHECK(sinks[i].data == slice(src.data, i * 1000, 1000));
   }
   check_completion(cq[3], 3, WcStatus::Success, WcOpcode::Send, 0, false);
-  CHECK(p.b->state() == QpState::Rts);  // never more than IRD=2 at the responder
+  CHECK(p.b->state() == QpState::Rts); // never more than IRD=2 at the responder
 }
 
-TEST_CASE("ORD-09 fence: a fenced Send waits for earlier Reads, an unfenced one does not",
-          "[qp]") {
+TEST_CASE("ORD-09 fence: a fenced Send waits for earlier Reads, an unfenced one does not", "[qp]") {
   const bool fence = GENERATE(false, true);
   Pair p(initiator_cfg(), responder_cfg());
   Buf src = reg(p.mb(), pattern(100, 2), access::kRemoteRead);
@@ -546,7 +546,8 @@ TEST_CASE("RDMAP-032 IRD: a peer within IRD gets every Read answered", "[qp]") {
   Pair p(ca, cb, {.io = io});
   Buf src = reg(p.mb(), pattern(40000, 2), access::kRemoteRead);
   std::vector<Buf> sinks;
-  for (int i = 0; i < 8; ++i) sinks.push_back(reg(p.ma(), 5000));
+  for (int i = 0; i < 8; ++i)
+    sinks.push_back(reg(p.ma(), 5000));
   for (int i = 0; i < 8; ++i)
     REQUIRE(p.a->post_send(read_wr(i, {sinks[i].all()}, src.stag, src.to(i * 5000))) ==
             PostError::None);
@@ -568,7 +569,8 @@ TEST_CASE("DDP-083 shared receive queue: two QPs take buffers in arrival order",
   c2.qp_id = 3;
   Pair p2(initiator_cfg(), c2, {.srq_b = &srq, .mem_b = &shared, .seed = 2});
   std::vector<Buf> bufs;
-  for (int i = 0; i < 4; ++i) bufs.push_back(reg(shared, 100));
+  for (int i = 0; i < 4; ++i)
+    bufs.push_back(reg(shared, 100));
   for (int i = 0; i < 4; ++i)
     REQUIRE(srq.post(recv_wr(100 + i, {bufs[i].all()})) == PostError::None);
   CHECK(p1.b->post_recv(recv_wr(1, {bufs[0].all()})) == PostError::InvalidArgument);
@@ -617,7 +619,8 @@ TEST_CASE("RT-01 without P2P the responder sends nothing before the initiator's 
   std::vector<ConstBytes> iov;
   p.a->tx_gather(iov);
   Bytes first;
-  for (ConstBytes b : iov) first.insert(first.end(), b.begin(), b.end());
+  for (ConstBytes b : iov)
+    first.insert(first.end(), b.begin(), b.end());
   REQUIRE(first.size() == 24);
   p.a->tx_advance(first.size());
   p.deliver(*p.b, ConstBytes(first).first(10));
@@ -658,26 +661,26 @@ void rtr_case(RtrType t) {
   const Seg& rtr = segs[0];
   CHECK(rtr.h.last);
   switch (t) {
-    case RtrType::Send:
-      CHECK_FALSE(rtr.h.tagged);
-      CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::Send));
-      CHECK(rtr.h.qn == kQnSend);
-      CHECK(rtr.h.msn == 1);
-      CHECK(rtr.ulpdu.size() == kUntaggedHdrLen);
-      break;
-    case RtrType::Write:
-      CHECK(rtr.h.tagged);
-      CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::RdmaWrite));
-      CHECK(rtr.ulpdu.size() == kTaggedHdrLen);
-      break;
-    case RtrType::Read: {
-      CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::RdmaReadRequest));
-      CHECK(rtr.h.qn == kQnReadRequest);
-      CHECK(rtr.h.msn == 1);
-      REQUIRE(rtr.ulpdu.size() == kUntaggedHdrLen + kReadRequestHdrLen);
-      CHECK(ReadRequestHeader::decode(rtr.ulpdu.data() + kUntaggedHdrLen).size == 0);
-      break;
-    }
+  case RtrType::Send:
+    CHECK_FALSE(rtr.h.tagged);
+    CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::Send));
+    CHECK(rtr.h.qn == kQnSend);
+    CHECK(rtr.h.msn == 1);
+    CHECK(rtr.ulpdu.size() == kUntaggedHdrLen);
+    break;
+  case RtrType::Write:
+    CHECK(rtr.h.tagged);
+    CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::RdmaWrite));
+    CHECK(rtr.ulpdu.size() == kTaggedHdrLen);
+    break;
+  case RtrType::Read: {
+    CHECK(rtr.h.opcode == static_cast<std::uint8_t>(Opcode::RdmaReadRequest));
+    CHECK(rtr.h.qn == kQnReadRequest);
+    CHECK(rtr.h.msn == 1);
+    REQUIRE(rtr.ulpdu.size() == kUntaggedHdrLen + kReadRequestHdrLen);
+    CHECK(ReadRequestHeader::decode(rtr.ulpdu.data() + kUntaggedHdrLen).size == 0);
+    break;
+  }
   }
   CHECK(segs[1].h.opcode == static_cast<std::uint8_t>(Opcode::Send));
   CHECK(segs[1].h.msn == (t == RtrType::Send ? 2u : 1u));
@@ -686,7 +689,7 @@ void rtr_case(RtrType t) {
   REQUIRE(cb_.size() == 1);
   check_completion(cb_[0], 2, WcStatus::Success, WcOpcode::Recv, 0, true);
   p.pump();
-  auto ca_ = drain_cq(*p.a);  // the RTR itself completes nothing
+  auto ca_ = drain_cq(*p.a); // the RTR itself completes nothing
   REQUIRE(ca_.size() == 2);
   check_completion(ca_[0], 4, WcStatus::Success, WcOpcode::Send, 0, false);
   check_completion(ca_[1], 1, WcStatus::Success, WcOpcode::Recv, 10, true);
@@ -713,7 +716,7 @@ void rtr_case(RtrType t) {
   CHECK(p.b->state() == QpState::Rts);
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("RT-02 P2P Send RTR: zero-length Send QN0 MSN1, hidden, no buffer used", "[qp]") {
   rtr_case(RtrType::Send);
@@ -741,9 +744,9 @@ TEST_CASE("MC-04 markers and CRC on or off in each direction (MC-01..MC-04)", "[
   Pair p(ca, cb, {.io = io});
   Buf sa = reg(p.ma(), pattern(3000, 1));
   Buf rb = reg(p.mb(), 3000);
-  Buf wa = reg(p.ma(), 2000);          // b writes here
+  Buf wa = reg(p.ma(), 2000); // b writes here
   Buf sb = reg(p.mb(), pattern(2000, 2));
-  Buf src = reg(p.mb(), pattern(1500, 3));  // a reads this
+  Buf src = reg(p.mb(), pattern(1500, 3)); // a reads this
   Buf sink = reg(p.ma(), 1500);
   REQUIRE(p.b->post_recv(recv_wr(1, {rb.all()})) == PostError::None);
   REQUIRE(p.a->post_send(send_wr(2, {sa.all()})) == PostError::None);
@@ -763,7 +766,7 @@ TEST_CASE("MC-04 markers and CRC on or off in each direction (MC-01..MC-04)", "[
   REQUIRE(p.ab.size() > 1024);
   CHECK(all_zero(slice(p.ab, 0, 4)) == m_ab);
   CHECK(all_zero(slice(p.ba, 0, 4)) == m_ba);
-  if (m_ab) CHECK(all_zero(slice(p.ab, 512, 2)));  // RESERVED half of the next marker
+  if (m_ab) CHECK(all_zero(slice(p.ab, 512, 2))); // RESERVED half of the next marker
   if (!crc && !m_ab) {
     // MPA-013: the CRC field is present and zero. First FPDU: 2 + 1452 + 2 pad + CRC.
     CHECK(all_zero(slice(p.ab, 2 + 1452 + 2, 4)));
@@ -911,8 +914,7 @@ TEST_CASE("EXT-001 RFC 7306 work requests refused unless rfc7306 is enabled", "[
 
 // ---- life cycle -----------------------------------------------------------------------
 
-TEST_CASE("DDP-062 graceful close drains the SQ, then wants_disconnect; later WRs flush",
-          "[qp]") {
+TEST_CASE("DDP-062 graceful close drains the SQ, then wants_disconnect; later WRs flush", "[qp]") {
   Pair p(initiator_cfg(), responder_cfg());
   Buf src = reg(p.ma(), pattern(3000, 1));
   Buf rsrc = reg(p.mb(), pattern(100, 2), access::kRemoteRead);
@@ -922,7 +924,8 @@ TEST_CASE("DDP-062 graceful close drains the SQ, then wants_disconnect; later WR
     rbs.push_back(reg(p.mb(), 3000));
     REQUIRE(p.b->post_recv(recv_wr(50 + i, {rbs.back().all()})) == PostError::None);
   }
-  for (int i = 0; i < 3; ++i) REQUIRE(p.a->post_send(send_wr(i, {src.all()})) == PostError::None);
+  for (int i = 0; i < 3; ++i)
+    REQUIRE(p.a->post_send(send_wr(i, {src.all()})) == PostError::None);
   REQUIRE(p.a->post_send(read_wr(3, {sink.all()}, rsrc.stag, rsrc.to(0))) == PostError::None);
   p.a->close();
   CHECK(p.a->state() == QpState::Closing);
@@ -930,7 +933,7 @@ TEST_CASE("DDP-062 graceful close drains the SQ, then wants_disconnect; later WR
   // Posted after close(): completes flushed and is never sent.
   REQUIRE(p.a->post_send(send_wr(9, {src.all()})) == PostError::None);
   p.pump_a();
-  CHECK(p.a->state() == QpState::Closing);  // the Read is not answered yet
+  CHECK(p.a->state() == QpState::Closing); // the Read is not answered yet
   CHECK_FALSE(p.a->wants_disconnect());
   p.pump();
   CHECK(p.a->state() == QpState::Closed);
@@ -963,7 +966,7 @@ TEST_CASE("RDMAP-042 local error building a message: WR fails, Terminate L0/E0 w
           "[qp]") {
   Dut d;
   Buf ok = reg(d.mem, pattern(10, 1));
-  Buf nolw = reg(d.mem, 64, access::kRemoteRead);  // no local write: not a Read sink
+  Buf nolw = reg(d.mem, 64, access::kRemoteRead); // no local write: not a Read sink
   const bool read = GENERATE(false, true);
   if (read)
     REQUIRE(d.qp->post_send(read_wr(2, {nolw.all()}, 0x1234, 0)) == PostError::None);
@@ -993,11 +996,11 @@ namespace {
 // A DUT with memory to aim at and work outstanding to watch being flushed.
 struct Hostile {
   Dut d;
-  Buf w;      // PD 1, every right, 256 octets: the legitimate target
-  Buf other;  // PD 2
-  Buf ro;     // remote read only
-  Buf rbuf;   // receive buffer, local write only
-  Buf sink;   // RDMA Read sink, local write only
+  Buf w;     // PD 1, every right, 256 octets: the legitimate target
+  Buf other; // PD 2
+  Buf ro;    // remote read only
+  Buf rbuf;  // receive buffer, local write only
+  Buf sink;  // RDMA Read sink, local write only
   bool armed_recv = false, armed_read = false;
   bool has_srq = false;
 
@@ -1045,8 +1048,7 @@ struct Hostile {
     const Bytes before = w.data, rbefore = rbuf.data;
     d.feed(ulpdu(tagged(Opcode::RdmaWrite, w.stag, w.to(0)), {}, pattern(32, 9)));
     d.feed(ulpdu(untagged(Opcode::Send, 1), {}, pattern(8, 1)));
-    d.feed(ulpdu(untagged(Opcode::RdmaReadRequest, 1),
-                 rr_bytes({0x1111, 0, 8, w.stag, w.to(0)})));
+    d.feed(ulpdu(untagged(Opcode::RdmaReadRequest, 1), rr_bytes({0x1111, 0, 8, w.stag, w.to(0)})));
     CHECK(w.data == before);
     CHECK(rbuf.data == rbefore);
     CHECK(drain_cq(qp()).empty());
@@ -1056,7 +1058,8 @@ struct Hostile {
     if (!has_srq) REQUIRE(qp().post_recv(recv_wr(301, {rbuf.all()})) == PostError::None);
     auto cq = drain_cq(qp());
     REQUIRE(cq.size() == (has_srq ? 1u : 2u));
-    for (const Completion& c : cq) CHECK(c.status == WcStatus::Flushed);
+    for (const Completion& c : cq)
+      CHECK(c.status == WcStatus::Flushed);
     CHECK(d.drain().empty());
   }
 
@@ -1094,7 +1097,7 @@ QpConfig cfg7306() {
   return c;
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("HX-037 ULPDU shorter than a DDP header: L1/E0/0x00 without headers", "[qp]") {
   Hostile h;
@@ -1231,8 +1234,7 @@ TEST_CASE("HX-052 Write to an unknown, invalidated or deregistered STag: L1/E1/0
   h.expect_ddp_term(u, term::ddp_tagged_invalid_stag);
 }
 
-TEST_CASE("HX-053 Write to an STag of another PD or bound to another stream: L1/E1/0x02",
-          "[qp]") {
+TEST_CASE("HX-053 Write to an STag of another PD or bound to another stream: L1/E1/0x02", "[qp]") {
   Hostile h;
   h.arm();
   Bytes u;
@@ -1319,7 +1321,7 @@ TEST_CASE("HX-058 untagged QN not used by RDMAP: L1/E2/0x01", "[qp]") {
   Hostile h(ext ? cfg7306() : Dut::dut_cfg());
   h.arm();
   const std::uint32_t qn = GENERATE(3u, 4u, 9u, 0xffffffffu);
-  if (ext && qn == kQnAtomicResponse) return;  // a valid queue with RFC 7306
+  if (ext && qn == kQnAtomicResponse) return; // a valid queue with RFC 7306
   DdpHeader s = untagged(Opcode::Send, 1);
   s.qn = qn;
   Bytes u = ulpdu(s, {}, pattern(8));
@@ -1328,8 +1330,7 @@ TEST_CASE("HX-058 untagged QN not used by RDMAP: L1/E2/0x01", "[qp]") {
   h.expect_ddp_term(u, term::ddp_untagged_invalid_qn);
 }
 
-TEST_CASE("HX-059 Send with no receive buffer posted (zero-length too, C-10): L1/E2/0x02",
-          "[qp]") {
+TEST_CASE("HX-059 Send with no receive buffer posted (zero-length too, C-10): L1/E2/0x02", "[qp]") {
   Hostile h;
   h.arm(false, true);
   const std::size_t n = GENERATE(0, 8);
@@ -1342,7 +1343,8 @@ TEST_CASE("HX-059 with an SRQ: a far-future MSN does not drain it (HX-060/HX-104
   SharedRecvQueue srq(8);
   Hostile h(Dut::dut_cfg(), &srq);
   Buf b = reg(h.d.mem, 64);
-  for (int i = 0; i < 5; ++i) REQUIRE(srq.post(recv_wr(i, {b.all()})) == PostError::None);
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(srq.post(recv_wr(i, {b.all()})) == PostError::None);
   h.arm(false, true);
   Bytes u = ulpdu(untagged(Opcode::Send, 3), {}, pattern(8));
   h.d.feed(u);
@@ -1454,9 +1456,7 @@ TEST_CASE("HX-072 opcode inconsistent with the T bit or the QN: L0/E2/0x06", "[q
   Hostile h;
   h.arm();
   Bytes u;
-  SECTION("Send with T=1") {
-    u = ulpdu(tagged(Opcode::Send, h.w.stag, h.w.to(0)), {}, pattern(8));
-  }
+  SECTION("Send with T=1") { u = ulpdu(tagged(Opcode::Send, h.w.stag, h.w.to(0)), {}, pattern(8)); }
   SECTION("Write with T=0") {
     DdpHeader s = untagged(Opcode::Send, 1);
     s.opcode = static_cast<std::uint8_t>(Opcode::RdmaWrite);
@@ -1501,7 +1501,7 @@ Bytes read_request(std::uint32_t src_stag, std::uint64_t src_to, std::uint32_t s
   return ulpdu(untagged(Opcode::RdmaReadRequest, msn),
                rr_bytes({0xabcd0001, 0x0102030405060708ull, size, src_stag, src_to}));
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("HX-074 Read Request with an invalid source STag: L0/E1/0x00, M D R, no Response",
           "[qp]") {
@@ -1574,7 +1574,7 @@ TEST_CASE("HX-079 zero-length Read Request: garbage source not validated, zero-l
 TEST_CASE("RD-003 valid Read Request answered from the source region", "[qp]") {
   Hostile h;
   const Bytes src = pattern(256, 7);
-  std::copy(src.begin(), src.end(), h.w.data.begin());  // same storage, still registered
+  std::copy(src.begin(), src.end(), h.w.data.begin()); // same storage, still registered
   h.d.feed(read_request(h.w.stag, h.w.to(10), 100));
   auto segs = h.d.segs(h.d.drain());
   REQUIRE(segs.size() == 1);
@@ -1592,8 +1592,7 @@ TEST_CASE("HX-080 Read Request with trailing payload: L0/E2/0xFF", "[qp]") {
   h.expect_ddp_term(u, term::rdmap_op_unspecified);
 }
 
-TEST_CASE("HX-081 more Read Requests than IRD: L1/E2/0x02 on the first one over (IR-07)",
-          "[qp]") {
+TEST_CASE("HX-081 more Read Requests than IRD: L1/E2/0x02 on the first one over (IR-07)", "[qp]") {
   QpConfig c = Dut::dut_cfg();
   c.ird = 2;
   Hostile h(c);
@@ -1604,7 +1603,7 @@ TEST_CASE("HX-081 more Read Requests than IRD: L1/E2/0x02 on the first one over 
   CHECK(h.qp().inbound_reads_queued() == 2);
   Bytes u = read_request(h.w.stag, h.w.to(16), 8, 3);
   h.d.feed(u);
-  h.expect_ddp_term(u, term::ddp_untagged_no_buffer);  // and no Read Response went out
+  h.expect_ddp_term(u, term::ddp_untagged_no_buffer); // and no Read Response went out
 }
 
 TEST_CASE("HX-082 unsolicited or mismatched Read Response", "[qp]") {
@@ -1636,8 +1635,7 @@ TEST_CASE("HX-082 unsolicited or mismatched Read Response", "[qp]") {
   SECTION("before the sink's TO: L1/E1/0x01") {
     Hostile h;
     h.arm();
-    Bytes u =
-        ulpdu(tagged(Opcode::RdmaReadResponse, h.sink.stag, h.sink.base - 8), {}, pattern(8));
+    Bytes u = ulpdu(tagged(Opcode::RdmaReadResponse, h.sink.stag, h.sink.base - 8), {}, pattern(8));
     h.d.feed(u);
     CHECK(all_zero(h.sink.data));
     h.expect_ddp_term(u, term::ddp_tagged_base_bounds);
@@ -1667,7 +1665,7 @@ Bytes send_inv(std::uint32_t stag, bool se = false) {
   s.inval_stag = stag;
   return ulpdu(s, {}, pattern(8, 1));
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("HX-083 Send with Invalidate naming an invalid STag: L0/E1/0x00, M D, no R", "[qp]") {
   Hostile h;
@@ -1681,7 +1679,7 @@ TEST_CASE("HX-083 Send with Invalidate naming an invalid STag: L0/E1/0x00, M D, 
   }
   Bytes u = send_inv(stag, se);
   h.d.feed(u);
-  h.expect_ddp_term(u, term::rdmap_invalid_stag);  // the Send was not delivered
+  h.expect_ddp_term(u, term::rdmap_invalid_stag); // the Send was not delivered
 }
 
 TEST_CASE("HX-084 Send with Invalidate for another PD's STag: L0/E1/0x09, STag stays valid",
@@ -1694,8 +1692,7 @@ TEST_CASE("HX-084 Send with Invalidate for another PD's STag: L0/E1/0x09, STag s
   CHECK(h.d.mem.find(h.other.stag)->valid);
 }
 
-TEST_CASE("HX-085 Send with Invalidate for an STag bound to another stream: L0/E1/0x09",
-          "[qp]") {
+TEST_CASE("HX-085 Send with Invalidate for an STag bound to another stream: L0/E1/0x09", "[qp]") {
   Hostile h;
   h.arm();
   REQUIRE(h.d.mem.associate(h.w.stag, 4321));
@@ -1744,7 +1741,7 @@ Bytes atomic_request(std::uint8_t aop, std::uint32_t stag, std::uint64_t to, std
   a.add_swap_mask = 0;
   return ulpdu(untagged(Opcode::AtomicRequest, msn), atomic_bytes(a));
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("HX-088 Atomic Request at a TO not 8-octet aligned: L0/E2/0x07, memory untouched",
           "[qp]") {
@@ -1805,7 +1802,7 @@ TEST_CASE("EXT-005 masked FetchAdd and CompareSwap from a raw Atomic Request", "
   fa.remote_stag = h.w.stag;
   fa.remote_to = h.w.to(0);
   fa.add_swap = 0x0000000100000001ull;
-  fa.add_swap_mask = 0x8000000080000000ull;  // two 32-bit fields: carries stop at bit 31
+  fa.add_swap_mask = 0x8000000080000000ull; // two 32-bit fields: carries stop at bit 31
   h.d.feed(ulpdu(untagged(Opcode::AtomicRequest, 1), atomic_bytes(fa)));
   AtomicRequestHeader cs;
   cs.aopcode = 2;
@@ -1826,13 +1823,28 @@ TEST_CASE("EXT-005 masked FetchAdd and CompareSwap from a raw Atomic Request", "
   CHECK(host_u64(h.w.data, 8) == 0x112233445566aa88ull);
   auto segs = h.d.segs(h.d.drain());
   REQUIRE(segs.size() == 3);
-  CHECK(hex(segs[0].ulpdu) ==
-        "414b" "00000000" "00000003" "00000001" "00000000" "0000004d" "00000001ffffffff");
-  CHECK(hex(segs[1].ulpdu) ==
-        "414b" "00000000" "00000003" "00000002" "00000000" "0000004e" "1122334455667788");
-  CHECK(hex(segs[2].ulpdu) ==
-        "414b" "00000000" "00000003" "00000003" "00000000" "0000004f" "112233445566aa88");
-  CHECK(drain_cq(h.qp()).empty());  // EXT-007: never delivered to the responder's ULP
+  CHECK(hex(segs[0].ulpdu) == "414b"
+                              "00000000"
+                              "00000003"
+                              "00000001"
+                              "00000000"
+                              "0000004d"
+                              "00000001ffffffff");
+  CHECK(hex(segs[1].ulpdu) == "414b"
+                              "00000000"
+                              "00000003"
+                              "00000002"
+                              "00000000"
+                              "0000004e"
+                              "1122334455667788");
+  CHECK(hex(segs[2].ulpdu) == "414b"
+                              "00000000"
+                              "00000003"
+                              "00000003"
+                              "00000000"
+                              "0000004f"
+                              "112233445566aa88");
+  CHECK(drain_cq(h.qp()).empty()); // EXT-007: never delivered to the responder's ULP
 }
 
 TEST_CASE("HX-091 unsolicited or mismatched Atomic Response: L0/E2/0x06", "[qp]") {
@@ -1856,7 +1868,7 @@ TEST_CASE("HX-091 unsolicited or mismatched Atomic Response: L0/E2/0x06", "[qp]"
     REQUIRE(req.size() == 1);
     const std::uint32_t id =
         AtomicRequestHeader::decode(req[0].ulpdu.data() + kUntaggedHdrLen).req_id;
-    h.armed_read = true;  // the atomic is the outstanding SQ WR
+    h.armed_read = true; // the atomic is the outstanding SQ WR
     Bytes resp(4);
     store_be32(resp.data(), bad_msn ? id : id + 1);
     Bytes u = ulpdu(untagged(Opcode::AtomicResponse, bad_msn ? 2 : 1), cat(resp, be64(5)));
@@ -1865,8 +1877,7 @@ TEST_CASE("HX-091 unsolicited or mismatched Atomic Response: L0/E2/0x06", "[qp]"
     CHECK(h.qp().state() == QpState::Terminate);
     auto segs = h.d.segs(h.d.drain());
     REQUIRE(segs.size() == 1);
-    CHECK(hex(segs[0].ulpdu) ==
-          hex(terminate_ulpdu(term::rdmap_unexpected_opcode, 1, 1, 0, u)));
+    CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(term::rdmap_unexpected_opcode, 1, 1, 0, u)));
     auto cq = drain_cq(h.qp());
     REQUIRE(cq.size() == 2);
     check_completion(cq[0], 200, WcStatus::Flushed, WcOpcode::FetchAdd, 8, false);
@@ -1883,7 +1894,7 @@ Bytes terminate_from_peer(const Bytes& body, std::uint32_t msn = 1, bool last = 
 Bytes term_body(std::uint8_t b0, std::uint8_t code, std::uint8_t hdrct, const Bytes& rest = {}) {
   return cat(Bytes{std::byte{b0}, std::byte{code}, std::byte{hdrct}, std::byte{0}}, rest);
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("HX-095 Terminate received: WRs complete in error, state Error, no reply", "[qp]") {
   Hostile h;
@@ -1913,17 +1924,15 @@ TEST_CASE("HX-095 the remote code maps onto the first WR's completion status", "
     std::uint8_t b0, code;
     WcStatus st;
   };
-  const Row row = GENERATE(Row{0x12, 0x05, WcStatus::RemoteInvalidRequest},
-                           Row{0x02, 0x06, WcStatus::RemoteOperation},
-                           Row{0x01, 0x02, WcStatus::RemoteAccess},
-                           Row{0x20, 0x02, WcStatus::Fatal});
+  const Row row = GENERATE(
+      Row{0x12, 0x05, WcStatus::RemoteInvalidRequest}, Row{0x02, 0x06, WcStatus::RemoteOperation},
+      Row{0x01, 0x02, WcStatus::RemoteAccess}, Row{0x20, 0x02, WcStatus::Fatal});
   Hostile h;
   h.arm();
   h.d.feed(terminate_from_peer(term_body(row.b0, row.code, 0)));
   REQUIRE(h.qp().error().has_value());
-  CHECK(h.qp().error()->code ==
-        TermCode{static_cast<TermLayer>(row.b0 >> 4), static_cast<std::uint8_t>(row.b0 & 0xf),
-                 row.code});
+  CHECK(h.qp().error()->code == TermCode{static_cast<TermLayer>(row.b0 >> 4),
+                                         static_cast<std::uint8_t>(row.b0 & 0xf), row.code});
   CHECK(h.d.drain().empty());
   h.expect_flushed(row.st);
 }
@@ -1991,8 +2000,7 @@ TEST_CASE("HX-094 only the first error is reported", "[qp]") {
   h.expect_ddp_term(first, term::ddp_tagged_invalid_stag);
 }
 
-TEST_CASE("HX-094 an error found on delivery (Read Request source) is also the only one",
-          "[qp]") {
+TEST_CASE("HX-094 an error found on delivery (Read Request source) is also the only one", "[qp]") {
   Hostile h;
   h.arm();
   Bytes first = read_request(0x00fff000, 0, 8);
@@ -2059,20 +2067,20 @@ TEST_CASE("HX-038 connection lost while our Terminate is queued: it is dropped",
   h.expect_flushed();
 }
 
-TEST_CASE("DDP-064 a partly written FPDU is finished (from a copy) before the Terminate",
-          "[qp]") {
+TEST_CASE("DDP-064 a partly written FPDU is finished (from a copy) before the Terminate", "[qp]") {
   Hostile h;
   h.arm(false, false);
   SendWr s = send_wr(1, {});
   s.inline_data = pattern(200, 4);
   s.is_inline = true;
   REQUIRE(h.qp().post_send(std::move(s)) == PostError::None);
-  SendWr s2 = send_wr(2, {h.w.all()});  // queued behind it, never started on the wire
+  SendWr s2 = send_wr(2, {h.w.all()}); // queued behind it, never started on the wire
   REQUIRE(h.qp().post_send(std::move(s2)) == PostError::None);
   std::vector<ConstBytes> iov;
   h.qp().tx_gather(iov);
   Bytes head;
-  for (ConstBytes b : iov) head.insert(head.end(), b.begin(), b.end());
+  for (ConstBytes b : iov)
+    head.insert(head.end(), b.begin(), b.end());
   REQUIRE(head.size() > 250);
   h.qp().tx_advance(50);
   Bytes bad = ulpdu(tagged(Opcode::RdmaWrite, 0x00fff000, 0), {}, pattern(8));
@@ -2087,8 +2095,7 @@ TEST_CASE("DDP-064 a partly written FPDU is finished (from a copy) before the Te
   REQUIRE(segs.size() == 2);
   CHECK(segs[0].h.opcode == static_cast<std::uint8_t>(Opcode::Send));
   CHECK(segs[0].payload() == pattern(200, 4));
-  CHECK(hex(segs[1].ulpdu) ==
-        hex(terminate_ulpdu(term::ddp_tagged_invalid_stag, 1, 1, 0, bad)));
+  CHECK(hex(segs[1].ulpdu) == hex(terminate_ulpdu(term::ddp_tagged_invalid_stag, 1, 1, 0, bad)));
   CHECK(h.qp().state() == QpState::Error);
 }
 
@@ -2145,7 +2152,8 @@ TEST_CASE("RD-003 Read source deregistered while its Response is sent: rest not 
   std::vector<ConstBytes> iov;
   h.qp().tx_gather(iov);
   Bytes first;
-  for (ConstBytes b : iov) first.insert(first.end(), b.begin(), b.end());
+  for (ConstBytes b : iov)
+    first.insert(first.end(), b.begin(), b.end());
   h.qp().tx_advance(first.size());
   REQUIRE(h.d.mem.remove(big.stag));
   auto segs = h.d.segs(cat(first, h.d.drain()));
@@ -2159,8 +2167,7 @@ TEST_CASE("RD-003 Read source deregistered while its Response is sent: rest not 
     off += segs[i].payload_len();
   }
   CHECK(off < 40000);
-  CHECK(hex(segs.back().ulpdu) ==
-        hex(terminate_ulpdu(term::rdmap_invalid_stag, 0, 0, 0, {})));
+  CHECK(hex(segs.back().ulpdu) == hex(terminate_ulpdu(term::rdmap_invalid_stag, 0, 0, 0, {})));
   CHECK(h.qp().state() == QpState::Error);
   h.expect_flushed();
 }
@@ -2220,7 +2227,7 @@ TEST_CASE("SD-001 posting limits: SGE count, queue depths, ORD 0", "[qp]") {
   REQUIRE(cq.size() == 2);
   CHECK(cq[0].wr_id == 4);
   CHECK(cq[1].wr_id == 5);
-  CHECK(d.qp->post_send(send_wr(6, {b.all()})) == PostError::None);  // room again
+  CHECK(d.qp->post_send(send_wr(6, {b.all()})) == PostError::None); // room again
 }
 
 namespace {
@@ -2229,10 +2236,10 @@ namespace {
 struct SoakSide {
   Qp* qp = nullptr;
   MemoryTable* mem = nullptr;
-  Buf src;      // remote-readable, never written
-  Buf target;   // the peer writes here
-  Bytes model;  // what `target` must hold at the end
-  Buf counter;  // the peer's atomics land here
+  Buf src;     // remote-readable, never written
+  Buf target;  // the peer writes here
+  Bytes model; // what `target` must hold at the end
+  Buf counter; // the peer's atomics land here
   std::uint64_t counter_model = 0;
   struct SqExp {
     std::uint64_t id;
@@ -2240,13 +2247,13 @@ struct SoakSide {
     std::uint32_t len;
     bool signaled;
   };
-  std::vector<SqExp> sq;  // in posting order
+  std::vector<SqExp> sq; // in posting order
   struct RecvExp {
     std::uint64_t id;
     Bytes data;
   };
   std::vector<std::unique_ptr<Buf>> rbufs;
-  std::vector<RecvExp> rq;  // in the order the peer's Sends were posted
+  std::vector<RecvExp> rq; // in the order the peer's Sends were posted
   struct Check {
     Buf* buf;
     std::size_t off;
@@ -2260,7 +2267,7 @@ struct SoakSide {
 void soak_post(std::mt19937_64& rng, SoakSide& me, SoakSide& peer, bool ext) {
   const unsigned kind = rng() % 100;
   const std::uint64_t id = me.next_id++;
-  if (kind < 35) {  // Send: the peer posts a receive buffer for it first
+  if (kind < 35) { // Send: the peer posts a receive buffer for it first
     const std::size_t len = rng() % 6000, off = rng() % (me.src.data.size() - len);
     auto rb = std::make_unique<Buf>(reg(*peer.mem, 6000, access::kLocalWrite));
     REQUIRE(peer.qp->post_recv(recv_wr(id, {rb->all()})) == PostError::None);
@@ -2270,7 +2277,7 @@ void soak_post(std::mt19937_64& rng, SoakSide& me, SoakSide& peer, bool ext) {
     w.solicited = rng() % 4 == 0;
     REQUIRE(me.qp->post_send(w) == PostError::None);
     me.sq.push_back({id, WcOpcode::Send, static_cast<std::uint32_t>(len), true});
-  } else if (kind < 65) {  // Write, possibly unsignalled, possibly a two-piece gather list
+  } else if (kind < 65) { // Write, possibly unsignalled, possibly a two-piece gather list
     const std::size_t len = rng() % 8000, off = rng() % (me.src.data.size() - len);
     const std::size_t to = rng() % (peer.target.data.size() - len);
     std::vector<Sge> sgl;
@@ -2286,7 +2293,7 @@ void soak_post(std::mt19937_64& rng, SoakSide& me, SoakSide& peer, bool ext) {
     std::copy_n(me.src.data.begin() + static_cast<std::ptrdiff_t>(off), len,
                 peer.model.begin() + static_cast<std::ptrdiff_t>(to));
     me.sq.push_back({id, WcOpcode::RdmaWrite, static_cast<std::uint32_t>(len), w.signaled});
-  } else if (kind < 90 || !ext) {  // Read into a fresh two-SGE sink
+  } else if (kind < 90 || !ext) { // Read into a fresh two-SGE sink
     const std::size_t len = rng() % 7000, off = rng() % (peer.src.data.size() - len);
     auto sink = std::make_unique<Buf>(reg(*me.mem, len + 32, access::kLocalWrite));
     const std::size_t cut = len ? rng() % len : 0;
@@ -2299,7 +2306,7 @@ void soak_post(std::mt19937_64& rng, SoakSide& me, SoakSide& peer, bool ext) {
     me.checks.push_back({sink.get(), cut + 32, slice(want, cut, len - cut)});
     me.sinks.push_back(std::move(sink));
     me.sq.push_back({id, WcOpcode::RdmaRead, static_cast<std::uint32_t>(len), true});
-  } else {  // FetchAdd on the peer's counter: the original value is known
+  } else { // FetchAdd on the peer's counter: the original value is known
     const std::uint64_t add = rng() % 1000;
     auto res = std::make_unique<Buf>(reg(*me.mem, 8, access::kLocalWrite));
     SendWr w = send_wr(id, {res->all()}, WrOpcode::AtomicFetchAdd);
@@ -2318,7 +2325,8 @@ void soak_post(std::mt19937_64& rng, SoakSide& me, SoakSide& peer, bool ext) {
 
 void soak_verify(SoakSide& s) {
   std::vector<Completion> sends, recvs;
-  for (const Completion& c : drain_cq(*s.qp)) (c.recv ? recvs : sends).push_back(c);
+  for (const Completion& c : drain_cq(*s.qp))
+    (c.recv ? recvs : sends).push_back(c);
   std::vector<SoakSide::SqExp> want;
   for (const auto& e : s.sq)
     if (e.signaled) want.push_back(e);
@@ -2331,7 +2339,8 @@ void soak_verify(SoakSide& s) {
                      static_cast<std::uint32_t>(s.rq[i].data.size()), true);
     CHECK(slice(s.rbufs[i]->data, 0, s.rq[i].data.size()) == s.rq[i].data);
   }
-  for (const auto& c : s.checks) CHECK(slice(c.buf->data, c.off, c.want.size()) == c.want);
+  for (const auto& c : s.checks)
+    CHECK(slice(c.buf->data, c.off, c.want.size()) == c.want);
   CHECK(s.target.data == s.model);
   CHECK(host_u64(s.counter.data, 0) == s.counter_model);
   CHECK(s.qp->state() == QpState::Rts);
@@ -2339,7 +2348,7 @@ void soak_verify(SoakSide& s) {
   CHECK(s.qp->rq_outstanding() == 0);
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("ORD-12 soak: random Sends, Writes, Reads, atomics both ways; order and data hold",
           "[qp]") {
@@ -2370,9 +2379,11 @@ TEST_CASE("ORD-12 soak: random Sends, Writes, Reads, atomics both ways; order an
   }
   B.next_id = 1'000'000;
   for (int round = 0; round < 40; ++round) {
-    for (unsigned k = rng() % 5; k > 0; --k) soak_post(rng, A, B, true);
-    if (round > 0)  // the responder may only post once the initiator spoke (it may queue)
-      for (unsigned k = rng() % 5; k > 0; --k) soak_post(rng, B, A, true);
+    for (unsigned k = rng() % 5; k > 0; --k)
+      soak_post(rng, A, B, true);
+    if (round > 0) // the responder may only post once the initiator spoke (it may queue)
+      for (unsigned k = rng() % 5; k > 0; --k)
+        soak_post(rng, B, A, true);
     for (unsigned k = rng() % 6; k > 0; --k) {
       p.a_to_b();
       p.b_to_a();
@@ -2414,7 +2425,7 @@ TEST_CASE("RDMAP-041 receive buffer with a bad lkey: that WR fails, Terminate L1
           "[qp]") {
   Hostile h;
   const bool access_only = GENERATE(false, true);
-  Sge bad = access_only ? h.ro.sge(0, 64)  // exists, but no local write
+  Sge bad = access_only ? h.ro.sge(0, 64) // exists, but no local write
                         : Sge{h.rbuf.base, 64, 0x00fff000};
   REQUIRE(h.qp().post_recv(recv_wr(100, {bad})) == PostError::None);
   h.armed_recv = false;

@@ -26,4 +26,4 @@ inline std::optional<std::uint64_t> parse_guid(const std::string& s) {
   return (std::uint64_t(a) << 48) | (std::uint64_t(b) << 32) | (std::uint64_t(c) << 16) | d;
 }
 
-}  // namespace uiwarp
+} // namespace uiwarp

@@ -32,7 +32,7 @@
 // so they stay usable while NETLINK_RDMA is blocked; uiwarp's uverbs<N> are numbered after them.
 #pragma once
 
-#include "uiwarp/guid.hpp"  // format_guid
+#include "uiwarp/guid.hpp" // format_guid
 #include "uiwarp/netdev.hpp"
 
 #include <array>

@@ -3,9 +3,9 @@
 // Human-readable decoding of wire units, for logs, the protocol demo and tests.
 #pragma once
 
-#include <string>
-
 #include "iwarp/wire.hpp"
+
+#include <string>
 
 namespace iwarp {
 
@@ -14,4 +14,4 @@ std::string describe_ulpdu(ConstBytes ulpdu);
 // One MPA Request/Reply frame (header + private data).
 std::string describe_mpa_frame(ConstBytes frame);
 
-}  // namespace iwarp
+} // namespace iwarp

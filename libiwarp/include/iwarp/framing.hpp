@@ -10,14 +10,14 @@
 //    registered memory), so the socket can be read into place.
 #pragma once
 
+#include "iwarp/wire.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
-
-#include "iwarp/wire.hpp"
 
 namespace iwarp {
 
@@ -26,7 +26,7 @@ namespace iwarp {
 // payload pieces point at the caller's memory, which must stay unchanged until
 // the frame has been written.
 class TxFrame {
- public:
+public:
   // Appends this frame's remaining pieces to `out` (for writev).
   void gather(std::vector<ConstBytes>& out) const;
   std::size_t remaining() const { return total_ - sent_; }
@@ -38,10 +38,10 @@ class TxFrame {
   std::vector<std::byte> to_bytes() const;
   void clear();
 
- private:
+private:
   friend class FpduTx;
   struct Piece {
-    const std::byte* ext;  // nullptr: octets at arena_[off]
+    const std::byte* ext; // nullptr: octets at arena_[off]
     std::uint32_t off;
     std::uint32_t len;
   };
@@ -60,13 +60,13 @@ class TxFrame {
   std::vector<Piece> pieces_;
   std::size_t total_ = 0;
   std::size_t sent_ = 0;
-  std::size_t first_piece_ = 0;  // first piece not fully sent
-  std::size_t first_off_ = 0;    // octets of it already sent
+  std::size_t first_piece_ = 0; // first piece not fully sent
+  std::size_t first_off_ = 0;   // octets of it already sent
 };
 
 // Transmit half of one MPA connection.
 class FpduTx {
- public:
+public:
   FpduTx() = default;
   FpduTx(bool crc, bool markers) : crc_(crc), markers_(markers) {}
 
@@ -84,13 +84,13 @@ class FpduTx {
   bool crc() const { return crc_; }
   bool markers() const { return markers_; }
 
- private:
+private:
   // Appends `b`, splitting it at marker positions; `fpdu_start` is the stream
   // offset of the ULPDU_Length field the markers point back to.
   void emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered);
   void emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered);
   void frame_plain(ConstBytes header, std::span<const ConstBytes> payload, std::size_t ulpdu_len,
-                   TxFrame& out);  // no markers: fewer, larger CRC calls
+                   TxFrame& out); // no markers: fewer, larger CRC calls
 
   bool crc_ = true;
   bool markers_ = false;
@@ -103,7 +103,7 @@ class FpduTx {
 // ulpdu_begin, then ulpdu_dest/ulpdu_landed pairs until `len` octets landed, then
 // ulpdu_end.
 class UlpduSink {
- public:
+public:
   virtual ~UlpduSink() = default;
   // ULPDU_Length octets follow. Returning an error stops the stream (the
   // deframer reports it through ulpdu_end and delivers nothing more).
@@ -119,7 +119,7 @@ class UlpduSink {
 // Receive half of one MPA connection (RFC 5044 §5.2, §6: in-order receiver that
 // finds FPDU boundaries through ULPDU_Length and checks every marker).
 class FpduRx {
- public:
+public:
   FpduRx() = default;
   FpduRx(bool crc, bool markers, std::size_t max_ulpdu = kMaxUlpdu)
       : crc_(crc), markers_(markers), max_ulpdu_(max_ulpdu) {}
@@ -140,7 +140,7 @@ class FpduRx {
   // True when no FPDU is partly received (a clean point to stop or to close).
   bool at_fpdu_boundary() const { return state_ == State::Length && got_ == 0; }
 
- private:
+private:
   enum class State { Length, Ulpdu, Pad, Crc };
   void fail(TermCode c);
   void enter(State s);
@@ -152,25 +152,25 @@ class FpduRx {
   UlpduSink* sink_ = nullptr;
 
   State state_ = State::Length;
-  std::uint64_t pos_ = 0;         // stream octets consumed, markers included
-  std::uint64_t fpdu_start_ = 0;  // stream offset of the current ULPDU_Length
-  std::size_t got_ = 0;           // octets of the current field received
+  std::uint64_t pos_ = 0;        // stream octets consumed, markers included
+  std::uint64_t fpdu_start_ = 0; // stream offset of the current ULPDU_Length
+  std::size_t got_ = 0;          // octets of the current field received
   std::size_t ulpdu_len_ = 0;
   std::size_t pad_len_ = 0;
   std::uint32_t crc_state_ = kCrcInitState;
   bool marker_mismatch_ = false;
-  bool crc_deferred_ = false;      // feed() CRCs contiguous runs of input itself
-  bool crc_started_ = false;       // a leading marker began this FPDU's CRC
+  bool crc_deferred_ = false; // feed() CRCs contiguous runs of input itself
+  bool crc_started_ = false;  // a leading marker began this FPDU's CRC
   bool in_marker_ = false;
   std::size_t marker_got_ = 0;
   bool marker_covered_ = false;
-  std::array<std::byte, 4> small_{};  // ULPDU_Length, PAD, CRC, marker octets
+  std::array<std::byte, 4> small_{}; // ULPDU_Length, PAD, CRC, marker octets
   std::array<std::byte, kMarkerLen> marker_{};
-  MutBytes dest_{};                   // what next() handed out
+  MutBytes dest_{}; // what next() handed out
   std::optional<TermCode> error_;
   std::array<std::byte, 4096> scratch_{};
 
   static constexpr std::uint32_t kCrcInitState = 0xffffffffu;
 };
 
-}  // namespace iwarp
+} // namespace iwarp

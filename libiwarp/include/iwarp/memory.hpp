@@ -7,12 +7,12 @@
 // the owner serialises access.
 #pragma once
 
+#include "iwarp/wire.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <random>
 #include <vector>
-
-#include "iwarp/wire.hpp"
 
 namespace iwarp {
 
@@ -23,7 +23,7 @@ inline constexpr std::uint32_t kRemoteRead = 1u << 2;
 inline constexpr std::uint32_t kRemoteAtomic = 1u << 3;
 inline constexpr std::uint32_t kMwBind = 1u << 4;
 inline constexpr std::uint32_t kZeroBased = 1u << 5;
-}  // namespace access
+} // namespace access
 
 struct MemoryRegion {
   std::uint32_t stag = 0;
@@ -32,17 +32,17 @@ struct MemoryRegion {
   std::byte* host = nullptr; // host address of TO `base`
   std::uint64_t base = 0;    // first valid TO (the iova; 0 when zero-based)
   std::uint64_t length = 0;
-  std::uint32_t qp = 0;      // non-zero: usable only on this stream (RFC 5041 §8.2)
-  bool valid = true;         // false once invalidated (RFC 5040 §5.3)
+  std::uint32_t qp = 0; // non-zero: usable only on this stream (RFC 5041 §8.2)
+  bool valid = true;    // false once invalidated (RFC 5040 §5.3)
 };
 
 // Why a memory reference failed, independent of which layer reports it.
 enum class MemError : std::uint8_t {
-  InvalidStag,     // unknown index, wrong key, deregistered or invalidated
-  NotAssociated,   // another PD or another stream
-  Access,          // lacks the needed access right
-  Bounds,          // outside the registered range
-  Wrap,            // TO + length wraps 2^64
+  InvalidStag,   // unknown index, wrong key, deregistered or invalidated
+  NotAssociated, // another PD or another stream
+  Access,        // lacks the needed access right
+  Bounds,        // outside the registered range
+  Wrap,          // TO + length wraps 2^64
 };
 std::string_view mem_error_name(MemError e);
 
@@ -52,7 +52,7 @@ TermCode ddp_tagged_code(MemError e);
 TermCode rdmap_protection_code(MemError e);
 
 class MemoryTable {
- public:
+public:
   explicit MemoryTable(std::uint64_t seed = std::random_device{}());
 
   // Registers memory; returns the STag (also the lkey/rkey). `base` is the first
@@ -81,12 +81,12 @@ class MemoryTable {
   Resolved resolve(std::uint32_t stag, std::uint32_t pd, std::uint32_t qp, std::uint64_t to,
                    std::uint64_t len, std::uint32_t need) const;
 
- private:
+private:
   std::uint8_t next_key();
-  std::vector<MemoryRegion> regions_;  // index = stag >> 8
+  std::vector<MemoryRegion> regions_; // index = stag >> 8
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;
   std::mt19937_64 rng_;
 };
 
-}  // namespace iwarp
+} // namespace iwarp

@@ -8,19 +8,19 @@
 // state() is Established, with the negotiated parameters in result().
 #pragma once
 
+#include "iwarp/wire.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "iwarp/wire.hpp"
-
 namespace iwarp {
 
 using MpaClock = std::chrono::steady_clock;
 
-enum class RtrType : std::uint8_t { Send, Write, Read };  // RFC 6581 B, C, D
+enum class RtrType : std::uint8_t { Send, Write, Read }; // RFC 6581 B, C, D
 
 struct RtrSet {
   bool send = false;
@@ -47,40 +47,40 @@ struct MpaPolicy {
   std::uint16_t ord = 16;       // outbound RDMA Reads we want
   std::uint16_t max_ird = 128;  // what we could raise IRD to (IR-02, IR-03, HX-015)
   std::uint16_t max_ord = 128;
-  bool large_fpdu = false;      // siw's private flag (kMpaFlagLargeFpdu)
-  bool accept_unenhanced_reply = true;  // IM-11: rev1/S=0 Reply to an S=1 Request
-  std::size_t max_private_data = kMaxPrivateData;  // HX-008: local PD buffer
-  std::chrono::milliseconds timeout{60000};        // MPA-069: whole exchange
+  bool large_fpdu = false;                        // siw's private flag (kMpaFlagLargeFpdu)
+  bool accept_unenhanced_reply = true;            // IM-11: rev1/S=0 Reply to an S=1 Request
+  std::size_t max_private_data = kMaxPrivateData; // HX-008: local PD buffer
+  std::chrono::milliseconds timeout{60000};       // MPA-069: whole exchange
 };
 
 // What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9).
 struct MpaResult {
-  std::uint8_t version = kVersionIetf;  // DDP/RDMAP version: 1 IETF, 0 RDMAC
-  std::uint8_t peer_rev = 1;            // Rev the peer sent
-  bool crc = true;                      // CRC generated and checked both ways
-  bool markers_tx = false;              // we insert markers (peer asked)
-  bool markers_rx = false;              // peer inserts markers (we asked)
-  bool enhanced = false;                // RFC 6581 enhanced data exchanged
-  bool p2p = false;                     // A negotiated
-  std::optional<RtrType> rtr;           // initiator: the RTR to send first
-  RtrSet peer_rtr;                      // RTR types the peer listed
-  std::uint16_t ird = 0;                // local IRD/ORD to apply to the QP
+  std::uint8_t version = kVersionIetf; // DDP/RDMAP version: 1 IETF, 0 RDMAC
+  std::uint8_t peer_rev = 1;           // Rev the peer sent
+  bool crc = true;                     // CRC generated and checked both ways
+  bool markers_tx = false;             // we insert markers (peer asked)
+  bool markers_rx = false;             // peer inserts markers (we asked)
+  bool enhanced = false;               // RFC 6581 enhanced data exchanged
+  bool p2p = false;                    // A negotiated
+  std::optional<RtrType> rtr;          // initiator: the RTR to send first
+  RtrSet peer_rtr;                     // RTR types the peer listed
+  std::uint16_t ird = 0;               // local IRD/ORD to apply to the QP
   std::uint16_t ord = 0;
-  std::optional<std::uint16_t> peer_ird;  // as received (EMPA-022), 0x3FFF kept
+  std::optional<std::uint16_t> peer_ird; // as received (EMPA-022), 0x3FFF kept
   std::optional<std::uint16_t> peer_ord;
-  bool large_fpdu = false;              // both ends set siw's flag
-  std::vector<std::byte> peer_private_data;  // ULP private data from the peer
+  bool large_fpdu = false;                  // both ends set siw's flag
+  std::vector<std::byte> peer_private_data; // ULP private data from the peer
 };
 
 enum class MpaRole : std::uint8_t { Initiator, Responder };
 
 enum class MpaState : std::uint8_t {
-  AwaitRequest,     // responder: reading the Request
-  RequestReceived,  // responder: Request valid, waiting for accept() or reject()
-  AwaitReply,       // initiator: Request sent (or queued), reading the Reply
-  Established,      // Full Operation may begin; result() valid
-  Rejected,         // reject sent or received; TCP stays open (RFC 5044 §7.1.2 r2/r3)
-  Failed,           // error(); close TCP (after sending output(), e.g. a TERM)
+  AwaitRequest,    // responder: reading the Request
+  RequestReceived, // responder: Request valid, waiting for accept() or reject()
+  AwaitReply,      // initiator: Request sent (or queued), reading the Reply
+  Established,     // Full Operation may begin; result() valid
+  Rejected,        // reject sent or received; TCP stays open (RFC 5044 §7.1.2 r2/r3)
+  Failed,          // error(); close TCP (after sending output(), e.g. a TERM)
 };
 
 struct MpaError {
@@ -89,11 +89,11 @@ struct MpaError {
   // The Terminate to send before closing (RFC 6581 §9: codes 5, 6, 7 after an
   // accepted Reply); when set, output() holds the Terminate FPDU.
   bool terminate_sent = false;
-  std::string message;  // names the cause, e.g. "PD_Length 600 exceeds 512"
+  std::string message; // names the cause, e.g. "PD_Length 600 exceeds 512"
 };
 
 class MpaStartup {
- public:
+public:
   // Initiator: queues the Request carrying `private_data` (<= 512, or 508 with
   // enhanced data; longer fails with an error at once).
   static MpaStartup initiator(const MpaPolicy& policy, std::vector<std::byte> private_data,
@@ -127,8 +127,7 @@ class MpaStartup {
               std::optional<std::uint16_t> ord = {});
   // Responder: reject with private data (Reply R=1); state becomes Rejected.
   // `required_ord` (RFC 6581 §9.1, PD-04) goes in the responder ORD field.
-  void reject(std::vector<std::byte> private_data,
-              std::optional<std::uint16_t> required_ord = {});
+  void reject(std::vector<std::byte> private_data, std::optional<std::uint16_t> required_ord = {});
 
   const MpaResult& result() const { return result_; }
   const MpaError& error() const { return error_; }
@@ -143,7 +142,7 @@ class MpaStartup {
   // has sent anything, output() also gets the Terminate FPDU (L2/E0/C5).
   void local_error(std::string message);
 
- private:
+private:
   MpaStartup() = default;
 
   static MpaStartup start(MpaRole role, const MpaPolicy& policy, MpaClock::time_point now);
@@ -177,10 +176,10 @@ class MpaStartup {
   MpaError error_;
   std::vector<std::byte> out_;
   std::size_t out_sent_ = 0;
-  std::vector<std::byte> in_;   // header + private data being received
-  MpaFrameHeader header_;       // valid once kMpaFrameHeaderLen octets are in
-  bool peer_rdmac_ = false;     // peer sent Rev 0 and we are permissive (IOP §5.3)
+  std::vector<std::byte> in_; // header + private data being received
+  MpaFrameHeader header_;     // valid once kMpaFrameHeaderLen octets are in
+  bool peer_rdmac_ = false;   // peer sent Rev 0 and we are permissive (IOP §5.3)
   MpaClock::time_point deadline_{};
 };
 
-}  // namespace iwarp
+} // namespace iwarp

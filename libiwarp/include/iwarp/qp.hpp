@@ -15,18 +15,18 @@
 // outstanding work request, and stops all further placement (RFC 5041 §7.1).
 #pragma once
 
-#include <cstdint>
-#include <deque>
-#include <functional>
-#include <utility>
-#include <optional>
-#include <string>
-#include <vector>
-
 #include "iwarp/framing.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "iwarp/wire.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace iwarp {
 
@@ -40,10 +40,10 @@ enum class WrOpcode : std::uint8_t {
   Send,
   SendInvalidate,
   RdmaWrite,
-  RdmaWriteImmediate,  // RDMA Write followed by Immediate Data (RFC 7306 §6)
+  RdmaWriteImmediate, // RDMA Write followed by Immediate Data (RFC 7306 §6)
   RdmaRead,
-  ImmediateData,       // RFC 7306 §6
-  AtomicFetchAdd,      // RFC 7306 §5
+  ImmediateData,  // RFC 7306 §6
+  AtomicFetchAdd, // RFC 7306 §5
   AtomicCompareSwap,
 };
 
@@ -51,15 +51,15 @@ struct SendWr {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::Send;
   bool signaled = true;
-  bool solicited = false;  // Send with SE / Immediate Data with SE
-  bool fence = false;      // wait for earlier Reads and Atomics to complete
+  bool solicited = false; // Send with SE / Immediate Data with SE
+  bool fence = false;     // wait for earlier Reads and Atomics to complete
   std::vector<Sge> sgl;
-  std::vector<std::byte> inline_data;  // used instead of sgl when non-empty
+  std::vector<std::byte> inline_data; // used instead of sgl when non-empty
   bool is_inline = false;
-  std::uint32_t remote_stag = 0;  // rkey
-  std::uint64_t remote_addr = 0;  // remote TO
+  std::uint32_t remote_stag = 0; // rkey
+  std::uint64_t remote_addr = 0; // remote TO
   std::uint32_t invalidate_stag = 0;
-  std::uint64_t immediate = 0;  // Immediate Data (8 octets)
+  std::uint64_t immediate = 0; // Immediate Data (8 octets)
   std::uint64_t compare_add = 0;
   std::uint64_t swap = 0;
 };
@@ -71,16 +71,16 @@ struct RecvWr {
 
 enum class WcStatus : std::uint8_t {
   Success,
-  LocalLength,           // message longer than the receive buffer, or over limit
+  LocalLength, // message longer than the receive buffer, or over limit
   LocalQpOperation,
-  LocalProtection,       // bad lkey / PD / bounds in a local SGE
-  LocalAccess,           // local SGE lacks local write access
-  Flushed,               // QP left RTS before this WR was processed
-  BadResponse,           // Read/Atomic Response that does not match
-  RemoteInvalidRequest,  // peer: message too long, invalid QN/MSN, opcode
-  RemoteAccess,          // peer: STag/bounds/rights violation
-  RemoteOperation,       // peer: other remote operation error
-  Fatal,                 // connection lost / local catastrophic
+  LocalProtection,      // bad lkey / PD / bounds in a local SGE
+  LocalAccess,          // local SGE lacks local write access
+  Flushed,              // QP left RTS before this WR was processed
+  BadResponse,          // Read/Atomic Response that does not match
+  RemoteInvalidRequest, // peer: message too long, invalid QN/MSN, opcode
+  RemoteAccess,         // peer: STag/bounds/rights violation
+  RemoteOperation,      // peer: other remote operation error
+  Fatal,                // connection lost / local catastrophic
 };
 std::string_view wc_status_name(WcStatus s);
 
@@ -102,9 +102,9 @@ struct Completion {
   WcOpcode opcode = WcOpcode::Send;
   std::uint32_t byte_len = 0;
   bool recv = false;
-  bool solicited = false;                       // delivered Send with SE
-  std::optional<std::uint32_t> invalidated;     // Send with Invalidate: the STag
-  std::optional<std::uint64_t> immediate;       // Immediate Data
+  bool solicited = false;                   // delivered Send with SE
+  std::optional<std::uint32_t> invalidated; // Send with Invalidate: the STag
+  std::optional<std::uint64_t> immediate;   // Immediate Data
 
   static Completion make(std::uint64_t wr_id, WcStatus status, WcOpcode opcode,
                          std::uint32_t byte_len, bool recv) {
@@ -120,43 +120,43 @@ struct Completion {
 
 enum class PostError : std::uint8_t {
   None,
-  InvalidArgument,  // bad opcode, too many SGEs, inline too long (EINVAL)
-  QueueFull,        // ENOMEM, as verbs providers report a full queue
+  InvalidArgument, // bad opcode, too many SGEs, inline too long (EINVAL)
+  QueueFull,       // ENOMEM, as verbs providers report a full queue
 };
 
 enum class QpState : std::uint8_t {
-  Rts,        // Full Operation
-  Closing,    // graceful close requested: drain the send queue, then FIN
-  Closed,     // graceful close done: every WR completed
-  Terminate,  // error detected: sending the Terminate
-  Error,      // every WR completed in error; the connection should close
+  Rts,       // Full Operation
+  Closing,   // graceful close requested: drain the send queue, then FIN
+  Closed,    // graceful close done: every WR completed
+  Terminate, // error detected: sending the Terminate
+  Error,     // every WR completed in error; the connection should close
 };
 std::string_view qp_state_name(QpState s);
 
 struct QpError {
   TermCode code{};
-  bool remote = false;  // the peer's Terminate (true) or detected here (false)
-  std::string message;  // names the cause
+  bool remote = false; // the peer's Terminate (true) or detected here (false)
+  std::string message; // names the cause
 };
 
 struct QpConfig {
-  std::uint32_t qp_id = 1;  // stream id for STag association (RFC 5041 §8.2)
+  std::uint32_t qp_id = 1; // stream id for STag association (RFC 5041 §8.2)
   std::uint32_t pd = 1;
-  std::uint8_t version = kVersionIetf;  // DDP/RDMAP version negotiated by MPA
+  std::uint8_t version = kVersionIetf; // DDP/RDMAP version negotiated by MPA
   bool crc = true;
   bool markers_tx = false;
   bool markers_rx = false;
-  std::size_t mulpdu = 1460 - 6 - 2;  // largest ULPDU to send (MPA-040)
+  std::size_t mulpdu = 1460 - 6 - 2; // largest ULPDU to send (MPA-040)
   std::uint16_t ird = 16;
   std::uint16_t ord = 16;
-  bool rfc7306 = false;  // accept Immediate Data and Atomics
+  bool rfc7306 = false; // accept Immediate Data and Atomics
   std::uint32_t sq_depth = 1024;
   std::uint32_t rq_depth = 1024;
   std::uint32_t max_sge = 16;
   std::uint32_t max_inline = 256;
-  bool initiator = true;          // MPA role: the responder never sends first (RFC 5044 r4)
-  std::optional<RtrType> rtr;     // initiator: RTR to send first (RFC 6581 §9.2)
-  bool expect_rtr = false;        // responder: first message is the RTR (hidden)
+  bool initiator = true;      // MPA role: the responder never sends first (RFC 5044 r4)
+  std::optional<RtrType> rtr; // initiator: RTR to send first (RFC 6581 §9.2)
+  bool expect_rtr = false;    // responder: first message is the RTR (hidden)
 };
 
 // Connection parameters from an MpaResult (plus local limits).
@@ -164,7 +164,7 @@ QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulp
 
 // Shared receive queue: QPs take buffers from it when they need them.
 class SharedRecvQueue {
- public:
+public:
   explicit SharedRecvQueue(std::uint32_t depth) : depth_(depth) {}
   PostError post(RecvWr wr);
   std::optional<RecvWr> take();
@@ -173,13 +173,13 @@ class SharedRecvQueue {
   // The posted WRs, for flush when the SRQ is destroyed.
   std::deque<RecvWr> drain();
 
- private:
+private:
   std::deque<RecvWr> q_;
   std::uint32_t depth_;
 };
 
 class Qp final : private UlpduSink {
- public:
+public:
   Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq = nullptr);
   Qp(const Qp&) = delete;
   Qp& operator=(const Qp&) = delete;
@@ -230,25 +230,25 @@ class Qp final : private UlpduSink {
   std::size_t reads_outstanding() const { return orq_.size(); }
   std::size_t inbound_reads_queued() const { return irq_.size(); }
 
- private:
+private:
   // ---- send queue ----
   struct SqEntry {
     SendWr wr;
     std::uint32_t byte_len = 0;
     bool done = false;
     WcStatus status = WcStatus::Success;
-    int stage = 0;  // messages of this WR already started (Write with Immediate has two)
+    int stage = 0; // messages of this WR already started (Write with Immediate has two)
   };
   // An outbound message being segmented.
   struct TxMsg {
-    DdpHeader hdr;                         // template; MO/TO/L set per segment
-    std::vector<std::byte> rdmap_hdr;      // Read Request / Atomic / Immediate / Terminate
-    std::vector<ConstBytes> payload;       // resolved local memory, in order
+    DdpHeader hdr;                    // template; MO/TO/L set per segment
+    std::vector<std::byte> rdmap_hdr; // Read Request / Atomic / Immediate / Terminate
+    std::vector<ConstBytes> payload;  // resolved local memory, in order
     std::uint64_t length = 0;
     std::uint64_t sent = 0;
-    std::size_t piece = 0;                 // cursor into payload
+    std::size_t piece = 0; // cursor into payload
     std::size_t piece_off = 0;
-    SqEntry* entry = nullptr;              // completes when fully sent (if it ends the WR)
+    SqEntry* entry = nullptr; // completes when fully sent (if it ends the WR)
     bool completes_entry = false;
     // Read Response: re-resolve the source each segment (it may be deregistered).
     std::optional<ReadRequestHeader> read_response;
@@ -276,7 +276,7 @@ class Qp final : private UlpduSink {
     std::uint32_t received = 0;
     bool atomic = false;
     std::uint32_t req_id = 0;
-    std::vector<MutBytes> sink;  // resolved local buffers
+    std::vector<MutBytes> sink; // resolved local buffers
   };
   // An inbound Read (or Atomic) Request waiting for its response (IRQ).
   struct InboundRead {
@@ -288,21 +288,21 @@ class Qp final : private UlpduSink {
     RqEntry(RecvWr w, std::uint64_t cap) : wr(std::move(w)), capacity(cap) {}
     RecvWr wr;
     std::uint64_t capacity = 0;
-    std::uint32_t length = 0;  // message length once the last segment arrived
+    std::uint32_t length = 0; // message length once the last segment arrived
     bool last_seen = false;
     bool resolved = false;
-    std::vector<MutBytes> spans;  // the SGEs resolved to host memory
+    std::vector<MutBytes> spans; // the SGEs resolved to host memory
     bool solicited = false;
     std::optional<std::uint32_t> invalidated;
     std::optional<std::uint64_t> immediate;
-    std::optional<WcStatus> error;  // completes with this status at flush
+    std::optional<WcStatus> error; // completes with this status at flush
   };
   struct PendingTerm {
     TermCode code;
     std::string message;
     bool with_header;
     bool with_rdma_header;
-    bool malformed_terminate = false;  // the peer's Terminate is bad: surface, never answer
+    bool malformed_terminate = false; // the peer's Terminate is bad: surface, never answer
   };
 
   // qp_tx.cpp
@@ -351,39 +351,39 @@ class Qp final : private UlpduSink {
   // transmit
   FpduTx tx_;
   std::deque<SqEntry> sq_;
-  std::size_t sq_next_ = 0;  // first SQ entry not yet started
+  std::size_t sq_next_ = 0; // first SQ entry not yet started
   std::optional<TxMsg> cur_;
   std::deque<QueuedFrame> frames_;
   std::deque<QueuedFrame> spare_frames_;
   std::deque<Outstanding> orq_;
   std::deque<InboundRead> irq_;
   bool prefer_irq_ = false;
-  bool tx_allowed_;            // RFC 5044 §7.1.2 r4: the responder waits for the first FPDU
+  bool tx_allowed_; // RFC 5044 §7.1.2 r4: the responder waits for the first FPDU
   bool terminate_queued_ = false;
   bool terminate_sent_ = false;
   std::uint32_t tx_msn_[4] = {1, 1, 1, 1};
   std::uint32_t next_atomic_id_ = 1;
-  std::vector<std::byte> hdr_scratch_;  // DDP + RDMAP header of the frame being built
+  std::vector<std::byte> hdr_scratch_; // DDP + RDMAP header of the frame being built
   bool rtr_pending_ = false;
 
   // receive
   FpduRx rx_;
   std::deque<RqEntry> rq_;
-  std::uint32_t rx_msn_[4] = {1, 1, 1, 1};  // next expected MSN per QN
+  std::uint32_t rx_msn_[4] = {1, 1, 1, 1}; // next expected MSN per QN
   std::size_t ulpdu_len_ = 0;
-  std::size_t hdr_need_ = 0;     // header octets to collect before placement
+  std::size_t hdr_need_ = 0; // header octets to collect before placement
   bool hdr_done_ = false;
   std::array<std::byte, kUntaggedHdrLen + kAtomicRequestHdrLen> hdr_buf_{};
   std::array<std::byte, 64> term_buf_{};
   std::array<std::byte, 4096> discard_{};
-  DdpHeader seg_;                // the current segment's header
-  std::size_t seg_hdr_len_ = 0;  // DDP + RDMAP header octets
-  std::byte* place_ = nullptr;   // tagged Write: host address of the payload
-  RqEntry* rx_wqe_ = nullptr;    // untagged Send: the buffer
+  DdpHeader seg_;               // the current segment's header
+  std::size_t seg_hdr_len_ = 0; // DDP + RDMAP header octets
+  std::byte* place_ = nullptr;  // tagged Write: host address of the payload
+  RqEntry* rx_wqe_ = nullptr;   // untagged Send: the buffer
   Outstanding* rx_read_ = nullptr;
-  bool rx_stopped_ = false;      // after an error or a Terminate: drop everything
-  bool rx_rejected_ = false;     // this segment failed validation: reported at its end
-  bool rtr_swallow_ = false;     // the current message is the hidden Send RTR
+  bool rx_stopped_ = false;  // after an error or a Terminate: drop everything
+  bool rx_rejected_ = false; // this segment failed validation: reported at its end
+  bool rtr_swallow_ = false; // the current message is the hidden Send RTR
   std::size_t rx_rdmap_hdr_ = 0;
   std::optional<PendingTerm> pending_term_;
   bool peer_closed_ = false;
@@ -393,4 +393,4 @@ class Qp final : private UlpduSink {
   bool solicited_ = false;
 };
 
-}  // namespace iwarp
+} // namespace iwarp

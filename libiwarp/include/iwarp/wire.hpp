@@ -47,24 +47,24 @@ constexpr void store_be64(std::byte* p, std::uint64_t v) {
 
 // ---- constants ---------------------------------------------------------------
 
-inline constexpr std::size_t kMarkerSpacing = 512;   // RFC 5044 §4.2
-inline constexpr std::size_t kMarkerLen = 4;         // RESERVED(16) | FPDUPTR(16)
-inline constexpr std::size_t kMpaLenField = 2;       // ULPDU_Length
-inline constexpr std::size_t kCrcLen = 4;            // RFC 5044 §4.1
-inline constexpr std::size_t kMaxUlpdu = 64768;      // RFC 5044 §3
-inline constexpr std::size_t kMinMulpdu = 128;       // RFC 5044 §4.5
-inline constexpr std::size_t kMaxPrivateData = 512;  // RFC 5044 §7.1.1
+inline constexpr std::size_t kMarkerSpacing = 512;  // RFC 5044 §4.2
+inline constexpr std::size_t kMarkerLen = 4;        // RESERVED(16) | FPDUPTR(16)
+inline constexpr std::size_t kMpaLenField = 2;      // ULPDU_Length
+inline constexpr std::size_t kCrcLen = 4;           // RFC 5044 §4.1
+inline constexpr std::size_t kMaxUlpdu = 64768;     // RFC 5044 §3
+inline constexpr std::size_t kMinMulpdu = 128;      // RFC 5044 §4.5
+inline constexpr std::size_t kMaxPrivateData = 512; // RFC 5044 §7.1.1
 inline constexpr std::size_t kMpaFrameHeaderLen = 20;
-inline constexpr std::size_t kEnhancedDataLen = 4;   // RFC 6581 §9
-inline constexpr std::size_t kTaggedHdrLen = 14;     // RFC 5041 §4.2
-inline constexpr std::size_t kUntaggedHdrLen = 18;   // RFC 5041 §4.3
-inline constexpr std::size_t kReadRequestHdrLen = 28;       // RFC 5040 §4.4
-inline constexpr std::size_t kTerminateCtrlLen = 4;         // RFC 5040 §4.8
+inline constexpr std::size_t kEnhancedDataLen = 4;    // RFC 6581 §9
+inline constexpr std::size_t kTaggedHdrLen = 14;      // RFC 5041 §4.2
+inline constexpr std::size_t kUntaggedHdrLen = 18;    // RFC 5041 §4.3
+inline constexpr std::size_t kReadRequestHdrLen = 28; // RFC 5040 §4.4
+inline constexpr std::size_t kTerminateCtrlLen = 4;   // RFC 5040 §4.8
 inline constexpr std::size_t kTerminateMaxLen = 4 + 2 + kUntaggedHdrLen + kReadRequestHdrLen;
-inline constexpr std::size_t kAtomicRequestHdrLen = 52;     // RFC 7306 §4.3
-inline constexpr std::size_t kAtomicResponseHdrLen = 12;    // RFC 7306 §4.4 Fig. 6
-inline constexpr std::size_t kImmediateDataLen = 8;         // RFC 7306 §4.2
-inline constexpr std::uint16_t kIrdOrdMask = 0x3fff;        // RFC 6581 §9
+inline constexpr std::size_t kAtomicRequestHdrLen = 52;  // RFC 7306 §4.3
+inline constexpr std::size_t kAtomicResponseHdrLen = 12; // RFC 7306 §4.4 Fig. 6
+inline constexpr std::size_t kImmediateDataLen = 8;      // RFC 7306 §4.2
+inline constexpr std::uint16_t kIrdOrdMask = 0x3fff;     // RFC 6581 §9
 inline constexpr std::uint16_t kIrdOrdNoNegotiation = 0x3fff;
 
 // Octets of FPDU overhead around a ULPDU of `ulpdu_len`: length field, pad, CRC.
@@ -134,7 +134,7 @@ inline constexpr TermCode mpa_invalid_frame{TermLayer::Llp, 0, 0x04};
 inline constexpr TermCode mpa_local_catastrophic{TermLayer::Llp, 0, 0x05};
 inline constexpr TermCode mpa_insufficient_ird{TermLayer::Llp, 0, 0x06};
 inline constexpr TermCode mpa_no_matching_rtr{TermLayer::Llp, 0, 0x07};
-}  // namespace term
+} // namespace term
 
 // Human-readable name of a Terminate code, e.g. "DDP tagged: invalid STag".
 std::string_view term_code_name(TermCode c);
@@ -150,19 +150,19 @@ inline constexpr std::string_view kMpaReplyKey = "MPA ID Rep Frame";
 inline constexpr std::uint8_t kMpaFlagM = 0x80;
 inline constexpr std::uint8_t kMpaFlagC = 0x40;
 inline constexpr std::uint8_t kMpaFlagR = 0x20;
-inline constexpr std::uint8_t kMpaFlagS = 0x10;  // Linux: MPA_ENHANCED_RDMA_CONN
+inline constexpr std::uint8_t kMpaFlagS = 0x10; // Linux: MPA_ENHANCED_RDMA_CONN
 // Linux siw's private "I accept FPDUs larger than the MTU" bit (MPA_RR_FLAG_GSO_EXP,
 // 0x0800 of the 16-bit flags|rev word). A Res bit to RFC 5044, so others ignore it.
 inline constexpr std::uint8_t kMpaFlagLargeFpdu = 0x08;
 
 // RFC 6581 §9: the 4 enhanced octets at the front of the private data when S=1.
 struct MpaEnhanced {
-  bool p2p = false;        // A
-  bool rtr_send = false;   // B: zero-length Send
-  bool rtr_write = false;  // C: zero-length RDMA Write
-  bool rtr_read = false;   // D: zero-length RDMA Read
-  std::uint16_t ird = 0;   // 14 bits
-  std::uint16_t ord = 0;   // 14 bits
+  bool p2p = false;       // A
+  bool rtr_send = false;  // B: zero-length Send
+  bool rtr_write = false; // C: zero-length RDMA Write
+  bool rtr_read = false;  // D: zero-length RDMA Read
+  std::uint16_t ird = 0;  // 14 bits
+  std::uint16_t ord = 0;  // 14 bits
 
   void encode(std::byte* out) const;
   static MpaEnhanced decode(const std::byte* in);
@@ -172,7 +172,7 @@ struct MpaEnhanced {
 // The fixed 20-octet part of a Request/Reply.
 struct MpaFrameHeader {
   MpaKind kind = MpaKind::Request;
-  std::uint8_t flags = 0;  // M, C, R, S and the Res bits as received
+  std::uint8_t flags = 0; // M, C, R, S and the Res bits as received
   std::uint8_t rev = 1;
   std::uint16_t pd_length = 0;
 
@@ -181,7 +181,7 @@ struct MpaFrameHeader {
   bool reject() const { return flags & kMpaFlagR; }
   bool enhanced() const { return flags & kMpaFlagS; }
 
-  void encode(std::byte* out) const;  // writes kMpaFrameHeaderLen octets
+  void encode(std::byte* out) const; // writes kMpaFrameHeaderLen octets
   // Returns nullopt when the key is neither Request nor Reply (RFC 5044 §7.1.1).
   static std::optional<MpaFrameHeader> decode(const std::byte* in);
 };
@@ -192,14 +192,12 @@ struct MpaFrame {
   bool markers = false;
   bool crc = true;
   bool reject = false;
-  bool large_fpdu = false;  // siw's private flag, see kMpaFlagLargeFpdu
+  bool large_fpdu = false; // siw's private flag, see kMpaFlagLargeFpdu
   std::uint8_t rev = 2;
-  std::optional<MpaEnhanced> enhanced;  // S=1 iff present
-  std::vector<std::byte> private_data;  // ULP private data (after enhanced data)
+  std::optional<MpaEnhanced> enhanced; // S=1 iff present
+  std::vector<std::byte> private_data; // ULP private data (after enhanced data)
 
-  std::size_t pd_length() const {
-    return private_data.size() + (enhanced ? kEnhancedDataLen : 0);
-  }
+  std::size_t pd_length() const { return private_data.size() + (enhanced ? kEnhancedDataLen : 0); }
   std::vector<std::byte> encode() const;
 };
 
@@ -214,10 +212,10 @@ enum class Opcode : std::uint8_t {
   SendSe = 0x5,
   SendSeInvalidate = 0x6,
   Terminate = 0x7,
-  ImmediateData = 0x8,    // RFC 7306
-  ImmediateDataSe = 0x9,  // RFC 7306
-  AtomicRequest = 0xa,    // RFC 7306
-  AtomicResponse = 0xb,   // RFC 7306
+  ImmediateData = 0x8,   // RFC 7306
+  ImmediateDataSe = 0x9, // RFC 7306
+  AtomicRequest = 0xa,   // RFC 7306
+  AtomicResponse = 0xb,  // RFC 7306
 };
 std::string_view opcode_name(std::uint8_t op);
 
@@ -255,14 +253,14 @@ struct DdpHeader {
   std::uint32_t stag = 0;
   std::uint64_t to = 0;
   // untagged (RFC 5041 §4.3)
-  std::uint32_t inval_stag = 0;  // RsvdULP[8:39]
+  std::uint32_t inval_stag = 0; // RsvdULP[8:39]
   std::uint32_t qn = 0;
   std::uint32_t msn = 0;
   std::uint32_t mo = 0;
 
   std::size_t size() const { return tagged ? kTaggedHdrLen : kUntaggedHdrLen; }
   Opcode op() const { return static_cast<Opcode>(opcode); }
-  void encode(std::byte* out) const;  // writes size() octets
+  void encode(std::byte* out) const; // writes size() octets
   // `in` must hold at least 2 octets to learn T; then size() octets.
   static bool is_tagged(const std::byte* in) { return std::to_integer<unsigned>(in[0]) & 0x80; }
   static DdpHeader decode(const std::byte* in);
@@ -273,7 +271,7 @@ struct DdpHeader {
 struct ReadRequestHeader {
   std::uint32_t sink_stag = 0;
   std::uint64_t sink_to = 0;
-  std::uint32_t size = 0;  // RDMARDSZ
+  std::uint32_t size = 0; // RDMARDSZ
   std::uint32_t src_stag = 0;
   std::uint64_t src_to = 0;
 
@@ -288,16 +286,16 @@ struct ReadRequestHeader {
 // pads the fixed layout with zeros (requirements C-06).
 struct TerminateHeader {
   TermCode code{};
-  bool m = false;  // DDP Segment Length valid
-  bool d = false;  // Terminated DDP header included
-  bool r = false;  // Terminated RDMA header included
+  bool m = false; // DDP Segment Length valid
+  bool d = false; // Terminated DDP header included
+  bool r = false; // Terminated RDMA header included
   std::uint16_t ddp_segment_length = 0;
-  std::uint8_t ddp_header_len = 0;  // 0, kTaggedHdrLen or kUntaggedHdrLen
+  std::uint8_t ddp_header_len = 0; // 0, kTaggedHdrLen or kUntaggedHdrLen
   std::array<std::byte, kUntaggedHdrLen> ddp_header{};
   std::array<std::byte, kReadRequestHdrLen> rdma_header{};
 
   std::size_t encoded_size() const;
-  void encode(std::byte* out) const;  // writes encoded_size() octets
+  void encode(std::byte* out) const; // writes encoded_size() octets
   // nullopt when `in` is shorter than the HdrCt bits promise (HX-093).
   static std::optional<TerminateHeader> decode(ConstBytes in);
 };
@@ -324,4 +322,4 @@ struct AtomicResponseHeader {
   static AtomicResponseHeader decode(const std::byte* in);
 };
 
-}  // namespace iwarp
+} // namespace iwarp

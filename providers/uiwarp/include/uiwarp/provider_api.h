@@ -34,10 +34,10 @@ enum uiwarp_qp_event {
 };
 
 struct uiwarp_provider_ops {
-  uint32_t abi;  /* UIWARP_PROVIDER_ABI */
+  uint32_t abi; /* UIWARP_PROVIDER_ABI */
   /* Gives connected socket `fd` (ownership passes) to QP `qp_num`, which goes to
    * RTS. Returns 0 or an errno (ENOENT: no such QP; EINVAL: QP not in INIT/RTR). */
-  int (*attach)(uint32_t qp_num, int fd, const struct uiwarp_conn_params *params);
+  int (*attach)(uint32_t qp_num, int fd, const struct uiwarp_conn_params* params);
   /* rdma_disconnect: graceful close of the QP's connection. */
   int (*disconnect)(uint32_t qp_num);
 };
@@ -45,9 +45,9 @@ struct uiwarp_provider_ops {
 #define UIWARP_PROVIDER_ABI 1
 
 /* Exported by the shim. */
-void uiwarp_shim_register_provider(const struct uiwarp_provider_ops *ops);
+void uiwarp_shim_register_provider(const struct uiwarp_provider_ops* ops);
 /* Exported by the shim: the provider reports connection events of a QP. */
-void uiwarp_shim_qp_event(uint32_t qp_num, enum uiwarp_qp_event event, const char *reason);
+void uiwarp_shim_qp_event(uint32_t qp_num, enum uiwarp_qp_event event, const char* reason);
 
 #ifdef __cplusplus
 }
