@@ -499,6 +499,9 @@ private:
     }
   }
 
+  // A command that names an id: nullptr (EINVAL) when it is short or the id unknown.
+  template <class Cmd> Id* read_id_cmd(const std::uint8_t* in, std::size_t n, Cmd* c);
+
   Id* find(std::uint32_t handle) {
     auto it = ids_.find(handle);
     return it == ids_.end() ? nullptr : &it->second;
@@ -522,6 +525,20 @@ template <class T> bool read_cmd(const std::uint8_t* in, std::size_t n, T* out) 
   if (n < sizeof *out) return false;
   std::memcpy(out, in, sizeof *out);
   return true;
+}
+
+template <class Cmd> Id* Ucma::read_id_cmd(const std::uint8_t* in, std::size_t n, Cmd* c) {
+  return read_cmd(in, n, c) ? find(c->id) : nullptr;
+}
+
+// CONNECT's and ACCEPT's rdma_ucm_conn_param, as uiwarpd needs it: the private data for the
+// MPA frame, and IRD/ORD (responder_resources/initiator_depth) for RFC 6581's negotiation.
+void set_conn_param(Msg& m, const rdma_ucm_conn_param& p) {
+  m.private_data.assign(p.private_data,
+                        p.private_data +
+                            std::min<std::size_t>(p.private_data_len, RDMA_MAX_PRIVATE_DATA));
+  m.ird = p.responder_resources;
+  m.ord = p.initiator_depth;
 }
 
 template <class T> void respond(std::uint64_t ptr, const T& resp) {
@@ -565,8 +582,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_DESTROY_ID: {
     rdma_ucm_destroy_id c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     // Undelivered events of the id go with it.
     auto& q = channels_[id->channel].q;
@@ -586,8 +602,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_BIND_IP: {
     rdma_ucm_bind_ip c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     sockaddr_storage a = from_abi(&c.addr, sizeof c.addr);
     if (!a.ss_family) return EAFNOSUPPORT;
@@ -598,8 +613,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_BIND: {
     rdma_ucm_bind c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     sockaddr_storage a = from_abi(&c.addr, std::min<std::size_t>(c.addr_size, sizeof c.addr));
     if (!a.ss_family) return EAFNOSUPPORT; // AF_IB: librdmacm then uses the IP commands
@@ -664,8 +678,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_RESOLVE_ROUTE: {
     rdma_ucm_resolve_route c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     if (!id->addr_resolved) return EINVAL;
     queue(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
@@ -673,8 +686,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_QUERY_ROUTE: {
     rdma_ucm_query c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     rdma_ucm_query_route_resp r{};
     if (id->dev) r.node_guid = id->dev->guid_be;
@@ -688,8 +700,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_QUERY: {
     rdma_ucm_query c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     if (c.option == RDMA_USER_CM_QUERY_ADDR) {
       rdma_ucm_query_addr_resp r{};
@@ -712,8 +723,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_INIT_QP_ATTR: {
     rdma_ucm_init_qp_attr c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     // iw_cm_init_qp_attr (kernel): INIT/RTR: STATE|ACCESS|PORT, access granted
     // only once an iw_cm id exists; RTS: PORT alone, no state change.
@@ -735,8 +745,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_LISTEN: {
     rdma_ucm_listen c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->src.ss_family) return EINVAL;
     if (id->listening) return 0;
     Msg m;
@@ -761,20 +770,14 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_CONNECT: {
     rdma_ucm_connect c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
     Msg m;
     m.type = MsgType::Connect;
     m.id = c.id;
     m.src = id->src;
     m.dst = id->dst;
-    m.private_data.assign(
-        c.conn_param.private_data,
-        c.conn_param.private_data +
-            std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
-    m.ird = c.conn_param.responder_resources;
-    m.ord = c.conn_param.initiator_depth;
+    set_conn_param(m, c.conn_param);
     m.tos = id->tos;
     id->qp_num = c.conn_param.qp_num;
     id->connecting = id->iw = true;
@@ -786,8 +789,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_ACCEPT: {
     rdma_ucm_accept c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->child || id->accepted) return EINVAL;
     id->uid = c.uid; // from now on the child's events carry its own uid
     id->qp_num = c.conn_param.qp_num;
@@ -795,12 +797,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     Msg m;
     m.type = MsgType::Accept;
     m.token = id->token;
-    m.private_data.assign(
-        c.conn_param.private_data,
-        c.conn_param.private_data +
-            std::min<std::size_t>(c.conn_param.private_data_len, RDMA_MAX_PRIVATE_DATA));
-    m.ird = c.conn_param.responder_resources;
-    m.ord = c.conn_param.initiator_depth;
+    set_conn_param(m, c.conn_param);
     if (int err = to_daemon(m)) return err;
     auto r = await(MsgType::AcceptReply, id->token, lock);
     id = find(c.id);
@@ -820,8 +817,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_REJECT: {
     rdma_ucm_reject c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->child || id->accepted) return EINVAL;
     Msg m;
     m.type = MsgType::Reject;
@@ -834,8 +830,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_DISCONNECT: {
     rdma_ucm_disconnect c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     if (!id->connected) return ENOTCONN;
     const uiwarp_provider_ops* ops = provider_;
@@ -852,8 +847,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   }
   case RDMA_USER_CM_CMD_SET_OPTION: {
     rdma_ucm_set_option c;
-    if (!read_cmd(in, n, &c)) return EINVAL;
-    Id* id = find(c.id);
+    Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     if (c.level != RDMA_OPTION_ID) return ENOSYS;
     const void* val = reinterpret_cast<const void*>(c.optval);
