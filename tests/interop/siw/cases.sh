@@ -94,7 +94,8 @@ retry_after_race() {
 
 # perf_case TOOL DIR SIZE ARGS...: a perftest pair over the RDMA CM (-R). perftest calibrates
 # its clock against the TSC, which under TCG fails now and then ("Can't produce a report",
-# siw-peer.md): only that failure is retried, twice.
+# siw-peer.md), and siw has known failures of its own (below): those are retried, at most twice,
+# and every retry is named in the result.
 perf_case() {
   local tool=$1 dir=$2 size=$3 name port try
   shift 3
@@ -114,6 +115,11 @@ perf_case() {
       note=" (try $((try + 1)): connection refused on try $try, server not listening yet)"
     elif retry_after_race "$dir"; then
       note=" (try $((try + 1)): siw start-up race on try $try)"
+    elif grep -q "Bad wc status 2" "$SW/$name.server" "$SW/$name.client" && ((try < 3)); then
+      # Open (tests/interop/siw/README.md): after a complete run, siw's perftest sometimes gets
+      # IBV_WC_LOC_QP_OP_ERR for its last control Send, already on the wire and answered, when
+      # uiwarp's side closes. Retried, and the retry is named in the result.
+      note=" (try $((try + 1)): siw's closing hand-shake failure, Bad wc status 2, on try $try)"
     else
       break
     fi
@@ -146,7 +152,8 @@ perf_case() {
 # undecodable capture fails instead of passing.
 # Wireshark 4.0's MPA dissector is heuristic only: it recognises a connection by its MPA
 # Request/Reply, which is why the capture starts before the first connection. The RPC-over-RDMA
-# and SMB Direct heuristics are off: they claim small perftest Sends and report them malformed.
+# and SMB Direct heuristics are off: they claim small perftest Sends and report them malformed;
+# so is the Tibia (a game) dissector, which owns TCP ports 7171-7172 and claims any segment there.
 # tshark without its warning about running as root (errors stay on stderr).
 tshark_() { tshark "$@" 2> >(grep -v "Running as user" >&2); }
 capture_check() {
@@ -155,7 +162,8 @@ capture_check() {
   [[ -s ${files[0]} ]] || { record "tshark decode" both FAIL "no capture (${pcap%.pcap}.N.pcap)"; return; }
   pcap=${pcap%.pcap}.all.pcap
   mergecap -w "$pcap" "${files[@]}"
-  local ts=(tshark_ -n -r "$pcap" --disable-heuristic rpcrdma_iwarp --disable-heuristic smb_direct_iwarp)
+  local ts=(tshark_ -n -r "$pcap" --disable-heuristic rpcrdma_iwarp --disable-heuristic smb_direct_iwarp
+    --disable-protocol tibia)
   # A port range must hold the server's port (either end of the connection); "tcp.port >= L &&
   # tcp.port <= H" would match any connection, since each test matches either end.
   local inrange=""
@@ -177,11 +185,20 @@ capture_check() {
   goodcrc=$(grep -c "(Good CRC32)" "$SW/uiwarp-fpdus.txt" || true)
   badcrc=$(grep -c "Bad CRC32" "$SW/uiwarp-fpdus.txt" || true)
   rm -f "$SW/uiwarp-fpdus.txt"
-  local v="uiwarp sent $rr MPA Req/Rep, $fpdu FPDUs ($ddp frames with DDP/RDMAP); malformed $malformed, expert errors $experr, CRC good $goodcrc bad $badcrc; siw frames malformed: $siw_malformed"
+  # Per connection: a CRC is owed when either MPA start-up frame had C=1 (RFC 5044 §7.1.2:
+  # CRC is used if either side asks). (siw built with mpa_crc_required still answers C=0 to an
+  # initiator that sent C=0: siw_proc_mpareq() applies it only inside "if the peer asked".)
+  local owed
+  owed=$({ "${ts[@]}" -Y "iwarp_mpa.req || iwarp_mpa.rep" -T fields -e tcp.stream -e iwarp_mpa.crc_flag |
+    sed 's/^/S\t/'; "${ts[@]}" -Y "$from_uiwarp && iwarp_mpa.fpdu" -T fields -e tcp.stream -e iwarp_mpa.ulpdulength |
+    sed 's/^/F\t/'; } | awk -F'\t' '$1 == "S" && ($3 == "1" || $3 == "True") { c[$2] = 1 }
+      $1 == "F" && c[$2] { n += split($3, a, ",") } END { print n + 0 }')
+  local v="uiwarp sent $rr MPA Req/Rep, $fpdu FPDUs ($ddp frames with DDP/RDMAP); malformed $malformed, expert errors $experr, CRC good $goodcrc of $owed owed, bad $badcrc; siw frames malformed: $siw_malformed"
   # With CRC negotiated, every FPDU's CRC must have been checked (good) - a dissector that
   # checked none would otherwise pass.
   local crc_ok=1
-  [[ $crc != on ]] || ((goodcrc >= fpdu)) || crc_ok=0
+  ((goodcrc >= owed)) || crc_ok=0
+  [[ $crc != on ]] || ((owed > 0)) || crc_ok=0
   if ((rr > 0 && fpdu > 0 && ddp > 0 && malformed == 0 && experr == 0 && badcrc == 0 && crc_ok)); then
     record "tshark decode" "both" PASS "$v"
   else
