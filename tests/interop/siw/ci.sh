@@ -18,6 +18,7 @@ siw_setup "$(mktemp -d /tmp/uiwarp-siw.XXXXXX)"
 # The work dir (console log, program output, capture) stays when a case fails.
 trap 'siw_teardown; grep -q $'"'"'\tFAIL\t'"'"' "$SW/results" 2>/dev/null && echo "logs: $SW" || rm -rf "$SW"' EXIT
 CONFIG="rev2 crc"
+export SIW_RETRY_FAILED=1 # see perf_case: siw's own failures under TCG are retried, and named
 uiwarp_policy mpa-revision=2 crc=on
 siw_boot stock "$SW/ci.pcap"
 for dir in siw-active uiwarp-active; do
