@@ -138,8 +138,16 @@ perf_case() {
     *_lat) value=$(awk '{print $5 " us (t_typical)"}' <<<"$line") ;;
     *) value=$(awk '{print $4 " MB/s"}' <<<"$line") ;;
   esac
+  # Which exit status is uiwarp's, and which output siw's.
+  local ours=$SRC siw_out=$SW/$name.client
+  [[ $dir == uiwarp-active ]] && ours=$CRC siw_out=$SW/$name.server
   if ((SRC == 0 && CRC == 0)) && [[ -n $line ]]; then
     record "$tool $size" "$dir" PASS "$value$note"
+  elif ((${SIW_RETRY_FAILED:-0} && ours == 0)) && [[ -n $line ]] &&
+    grep -q "Failed to close connection between server and client" "$siw_out"; then
+    # The open siw issue (tests/interop/siw/README.md): the whole run was measured and uiwarp's
+    # side ended cleanly; only siw's perftest failed its closing hand-shake (Bad wc status 2).
+    record "$tool $size" "$dir" PASS "$value (siw's perftest then failed its closing hand-shake, the known siw issue)$note"
   else
     # Say what was measured and the first error either side printed.
     local err
