@@ -176,6 +176,7 @@ struct Event {
 
 struct Channel {
   std::deque<Event> q;
+  std::uint64_t gen = 0; // tells this channel from a later one that reuses its fd number
 };
 
 struct Id {
@@ -212,7 +213,7 @@ public:
     int fd = ::eventfd(0, EFD_SEMAPHORE | EFD_CLOEXEC | ((flags & O_NONBLOCK) ? EFD_NONBLOCK : 0));
     if (fd < 0) return -1;
     std::lock_guard<std::mutex> lock(mu_);
-    channels_[fd];
+    channels_[fd].gen = ++channel_gen_;
     return fd;
   }
   bool is_channel(int fd) {
@@ -269,9 +270,18 @@ private:
 
   int get_event(int fd, const rdma_ucm_get_event& cmd, std::unique_lock<std::mutex>& lock) {
     bool nonblock = ::fcntl(fd, F_GETFL) & O_NONBLOCK;
+    auto first = channels_.find(fd);
+    if (first == channels_.end()) return EBADF;
+    const std::uint64_t gen = first->second.gen;
     for (;;) {
       auto ch = channels_.find(fd);
-      if (ch == channels_.end()) return EBADF;
+      if (ch == channels_.end() || ch->second.gen != gen) {
+        // Closed under a blocked reader (rping's CM thread, while main tears down): the
+        // kernel's read keeps the file and sleeps on; it does not fail. Do the same.
+        if (nonblock) return EAGAIN;
+        cv_.wait(lock);
+        continue;
+      }
       if (!ch->second.q.empty()) {
         Event e = ch->second.q.front();
         ch->second.q.pop_front();
@@ -510,6 +520,7 @@ private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<int, Channel> channels_;
+  std::uint64_t channel_gen_ = 0;
   std::map<std::uint32_t, Id> ids_;
   std::uint32_t next_handle_ = 1;
   int daemon_fd_ = -1;
