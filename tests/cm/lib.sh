@@ -26,25 +26,28 @@ wait_listening() {
 stop_daemons() { pkill -f "uiwarpd --socket $UIWARP_STATE_DIR" 2>/dev/null || true; }
 trap 'stop_daemons; chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
 # run_pair NAME SERVER_CMD... -- CLIENT_CMD...: server in the background, client after it
-# listens; both must exit 0. Output in $T/NAME.server and $T/NAME.client.
+# listens; both must exit 0. Output in $T/NAME.server and $T/NAME.client. PAIR_SERVER_NS and
+# PAIR_CLIENT_NS run either side in a network namespace; PAIR_LABEL is added to the results.
 run_pair() {
   local name=$1
   shift
-  local server=() client=()
+  local server=() client=() sns=() cns=()
   while [[ $1 != -- ]]; do server+=("$1"); shift; done
   shift
   client=("$@")
-  timeout 120 "$RUN" "${server[@]}" >"$T/$name.server" 2>&1 &
+  [[ -z ${PAIR_SERVER_NS:-} ]] || sns=(ip netns exec "$PAIR_SERVER_NS")
+  [[ -z ${PAIR_CLIENT_NS:-} ]] || cns=(ip netns exec "$PAIR_CLIENT_NS")
+  timeout 120 "${sns[@]}" "$RUN" "${server[@]}" >"$T/$name.server" 2>&1 &
   local spid=$!
-  wait_listening "${server[@]}"
-  timeout 100 "$RUN" "${client[@]}" >"$T/$name.client" 2>&1
+  wait_listening ${PAIR_SERVER_NS:+"ns:$PAIR_SERVER_NS"} "${server[@]}"
+  timeout 100 "${cns[@]}" "$RUN" "${client[@]}" >"$T/$name.client" 2>&1
   local crc=$?
   wait $spid
   local src=$?
   if ((crc == 0 && src == 0)); then
-    ok "$name"
+    ok "$name${PAIR_LABEL:-}"
   else
-    bad "$name (server exit $src, client exit $crc)"
+    bad "$name${PAIR_LABEL:-} (server exit $src, client exit $crc)"
     tail -n 5 "$T/$name.server" "$T/$name.client"
   fi
 }

@@ -28,26 +28,8 @@ ip -n "$A" link set "va$$" up && ip -n "$B" link set "vb$$" up
 ip netns exec "$A" "$UIWARP" link add uiwarp1 netdev "va$$" >/dev/null
 ip netns exec "$B" "$UIWARP" link add uiwarp1 netdev "vb$$" >/dev/null
 SRV=10.231.7.2
-# pair NAME SERVER_ARGS... -- CLIENT_ARGS...: server in B, client in A.
-pair() {
-  local name=$1
-  shift
-  local s=() c=()
-  while [[ $1 != -- ]]; do s+=("$1"); shift; done
-  shift
-  c=("$@")
-  timeout 120 ip netns exec "$B" "$RUN" "${s[@]}" >"$T/$name.server" 2>&1 &
-  local spid=$!
-  wait_listening "ns:$B" "${s[@]}"
-  timeout 100 ip netns exec "$A" "$RUN" "${c[@]}" >"$T/$name.client" 2>&1
-  local crc=$?
-  wait $spid
-  local src=$?
-  if ((crc == 0 && src == 0)); then ok "$name across namespaces"; else
-    bad "$name across namespaces (server $src, client $crc)"
-    tail -n 5 "$T/$name.server" "$T/$name.client"
-  fi
-}
+# pair NAME SERVER_ARGS... -- CLIENT_ARGS...: run_pair with the server in B, the client in A.
+pair() { PAIR_SERVER_NS=$B PAIR_CLIENT_NS=$A PAIR_LABEL=" across namespaces" run_pair "$@"; }
 pair rping rping -s -a $SRV -p 7001 -C 1000 -S 65535 -v -- rping -c -a $SRV -p 7001 -C 1000 -S 65535 -v
 expect_eq "rping verified 1000 pings across namespaces" 1000 "$(grep -c '^ping data' "$T/rping.client")"
 pair rdma_server rdma_server -p 7005 -- rdma_client -s $SRV -p 7005
