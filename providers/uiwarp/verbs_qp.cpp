@@ -21,10 +21,13 @@ namespace {
 std::atomic<std::uint32_t> g_next_qpn{0x100}; // QPNs 0 and 1 mean something in IB
 
 // Attributes that only make sense for IB address vectors and PSNs.
-constexpr int kIbConnectAttrs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                IBV_QP_SQ_PSN | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE |
-                                IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                IBV_QP_RNR_RETRY;
+constexpr int kIbPathAttrs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                             IBV_QP_SQ_PSN | IBV_QP_ALT_PATH | IBV_QP_PATH_MIG_STATE;
+// IB transport timers: TCP keeps its own. Alone (no state change) they are accepted and
+// ignored, as siw does: perftest -R sets MIN_RNR_TIMER on the QP rdma_accept connected.
+constexpr int kIbTimerAttrs =
+    IBV_QP_MIN_RNR_TIMER | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
+constexpr int kIbConnectAttrs = kIbPathAttrs | kIbTimerAttrs;
 constexpr int kKnownAttrs = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY |
                             IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY |
                             IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_CAP |
@@ -377,7 +380,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) {
   if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
   std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
-  if (mask & kIbConnectAttrs) {
+  if ((mask & kIbPathAttrs) || ((mask & kIbTimerAttrs) && (mask & IBV_QP_STATE))) {
     explain("iWARP QPs are connected by the RDMA CM (rdma_connect/rdma_accept), not by "
             "INIT->RTR->RTS with IB address attributes; run the program with its RDMA CM "
             "option (e.g. perftest -R)");

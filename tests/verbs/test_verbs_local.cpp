@@ -1018,6 +1018,33 @@ TEST_CASE_METHOD(Fixture, "ibv_modify_qp: IB address attributes (AV, DEST_QPN, P
   CHECK(ibv_destroy_cq(c) == 0);
 }
 
+TEST_CASE_METHOD(Fixture,
+                 "ibv_modify_qp: IB timer attributes without a state change are accepted and "
+                 "ignored (perftest -R's MIN_RNR_TIMER after rdma_accept; siw does the same)",
+                 "[verbs]") {
+  ibv_cq* c = cq();
+  ibv_qp* q = qp(c, c);
+  REQUIRE(to_init(q) == 0);
+  ibv_qp_attr a{};
+  a.min_rnr_timer = 12;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  int mask = IBV_QP_MIN_RNR_TIMER;
+  SECTION("MIN_RNR_TIMER") {}
+  SECTION("all four") { mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY; }
+  CHECK(ibv_modify_qp(q, &a, mask) == 0);
+  CHECK(q->state == IBV_QPS_INIT);
+  CHECK(queried_state(q) == IBV_QPS_INIT);
+  SECTION("but with a state change they are the IB connect path: EINVAL") {
+    a.qp_state = IBV_QPS_RTR;
+    CHECK(ibv_modify_qp(q, &a, mask | IBV_QP_STATE) == EINVAL);
+    CHECK(queried_state(q) == IBV_QPS_INIT);
+  }
+  CHECK(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_destroy_cq(c) == 0);
+}
+
 TEST_CASE_METHOD(Fixture, "ibv_modify_qp: RTS without the RDMA CM is EINVAL", "[verbs]") {
   ibv_cq* c = cq();
   ibv_qp* q = qp(c, c);
