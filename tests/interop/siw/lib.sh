@@ -99,6 +99,11 @@ siw_boot() {
     { cat "$initrd"; (cd "$v.d" && find . | cpio -o -H newc --quiet | gzip -1); } >"$v.cpio.gz"
     initrd=$v.cpio.gz
   fi
+  if [[ -n ${SIW_EXTRA_INITRD:-} ]]; then
+    # More files for the guest (guest_uiwarp_cpio): appended the same way.
+    cat "$initrd" "$SIW_EXTRA_INITRD" >"$SW/initrd-extra.cpio.gz"
+    initrd=$SW/initrd-extra.cpio.gz
+  fi
   CON=$SW/console
   rm -f "$CON.in" "$SW/qemu.pid"
   : >"$CON.log"
@@ -212,4 +217,28 @@ host_listening() {
     sleep 0.2
   done
   return 1
+}
+
+# guest_uiwarp_cpio BUILD-DIR OUT: a cpio (gzip) that puts uiwarp, as `cmake --install` lays it
+# out under /usr/local, into the guest, with the shared libraries it needs that the guest's
+# root lacks (ISA-L, libsystemd and its own), and sockperf for a TCP ping-pong. Append it with
+# SIW_EXTRA_INITRD=OUT before siw_boot.
+guest_uiwarp_cpio() {
+  local b=$1 out=$2 st=$SW/guest-uiwarp have f lib
+  rm -rf "$st"
+  DESTDIR=$st cmake --install "$b" >/dev/null || die "cmake --install $b failed"
+  rm -rf "$st/usr/local/share" "$st/usr/local/include"
+  find "$st" -type f \( -perm -u+x -o -name '*.so' \) -exec strip --strip-debug {} +
+  mkdir -p "$st/usr/bin"
+  cp "$(command -v sockperf)" "$st/usr/bin/" || die "needs sockperf (scripts/deps installs it)"
+  have=$(gzip -dc "$SIW_CACHE/initrd.cpio.gz" | cpio -t --quiet 2>/dev/null | sed 's#^#/#')
+  for f in $(find "$st" -type f -perm -u+x) "$st"/usr/local/lib/*/*.so; do
+    for lib in $(ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'); do
+      # The host's /lib is /usr/lib (merged /usr); the guest's root keeps the packages' paths.
+      grep -qx -e "$lib" -e "/usr$lib" -e "${lib#/usr}" <<<"$have" && continue
+      mkdir -p "$st/usr/lib/x86_64-linux-gnu"
+      cp -L "$lib" "$st/usr/lib/x86_64-linux-gnu/"
+    done
+  done
+  (cd "$st" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
 }
