@@ -101,7 +101,7 @@ std::vector<std::uint8_t> encode(const Msg& m) {
   w.u32(m.timeout_ms);
   const ConnParams& p = m.params;
   for (std::uint32_t v : {p.version, p.crc, p.markers_tx, p.markers_rx, p.ird, p.ord, p.initiator,
-                          static_cast<std::uint32_t>(p.rtr), p.peer_ird, p.peer_ord})
+                          static_cast<std::uint32_t>(p.rtr), p.peer_ird, p.peer_ord, p.large_fpdu})
     w.u32(v);
   w.bytes(m.reason.data(), m.reason.size());
   w.u32(static_cast<std::uint32_t>(m.tos));
@@ -130,6 +130,7 @@ std::optional<Msg> decode(const std::uint8_t* p, std::size_t n) {
   c.rtr = static_cast<std::int32_t>(r.uint(4));
   c.peer_ird = static_cast<std::uint32_t>(r.uint(4));
   c.peer_ord = static_cast<std::uint32_t>(r.uint(4));
+  c.large_fpdu = static_cast<std::uint32_t>(r.uint(4));
   auto reason = r.bytes(1024);
   m.reason.assign(reason.begin(), reason.end());
   m.tos = static_cast<std::int32_t>(r.uint(4));

@@ -53,6 +53,7 @@ struct ConnParams {
   std::int32_t rtr = -1;
   std::uint32_t peer_ird = 0;
   std::uint32_t peer_ord = 0;
+  std::uint32_t large_fpdu = 0; // both ends set siw's large-FPDU flag
 };
 
 struct Msg {

@@ -142,7 +142,8 @@ std::string describe(const ConnParams& p) {
        : !p.initiator ? "on"
        : p.rtr < 3    ? std::string("rtr ") + rtr[p.rtr]
                       : "on";
-  return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord);
+  return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord) +
+         (p.large_fpdu ? " large-fpdu" : "");
 }
 
 ConnParams params_of(const iwarp::MpaResult& r, iwarp::MpaRole role) {
@@ -157,6 +158,7 @@ ConnParams params_of(const iwarp::MpaResult& r, iwarp::MpaRole role) {
   p.rtr = r.p2p ? static_cast<std::int32_t>(r.rtr.value_or(iwarp::RtrType::Send)) : -1;
   p.peer_ird = r.peer_ird.value_or(0);
   p.peer_ord = r.peer_ord.value_or(0);
+  p.large_fpdu = r.large_fpdu;
   return p;
 }
 

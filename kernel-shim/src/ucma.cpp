@@ -485,7 +485,7 @@ private:
       return ENODEV;
     }
     uiwarp_conn_params cp{p.version, p.crc, p.markers_tx, p.markers_rx, p.ird, p.ord, p.initiator,
-                          p.rtr,     0};
+                          p.rtr,     0,     p.large_fpdu};
     lock.unlock();
     int err = ops->attach(qp_num, fd, &cp);
     lock.lock();

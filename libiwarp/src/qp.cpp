@@ -55,6 +55,7 @@ QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulp
   c.mulpdu = std::clamp(mulpdu, kMinMulpdu, kMaxUlpdu);
   c.ird = mpa.ird;
   c.ord = mpa.ord;
+  c.large_fpdu = mpa.large_fpdu;
   c.initiator = role == MpaRole::Initiator;
   if (mpa.p2p) {
     if (c.initiator)
@@ -86,7 +87,8 @@ std::deque<RecvWr> SharedRecvQueue::drain() { return std::exchange(q_, {}); }
 
 Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
     : cfg_(config), mem_(mem), srq_(srq), tx_(config.crc, config.markers_tx),
-      tx_allowed_(config.initiator), rx_(config.crc, config.markers_rx) {
+      tx_allowed_(config.initiator),
+      rx_(config.crc, config.markers_rx, config.large_fpdu ? kMaxUlpduLargeFpdu : kMaxUlpdu) {
   cfg_.mulpdu = std::clamp(cfg_.mulpdu, kMinMulpdu, kMaxUlpdu);
   rx_.set_sink(this);
   // RFC 6581 §5 (EMPA-012): the initiator's RTR precedes every other FPDU.

@@ -265,8 +265,12 @@ int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
     else
       c.expect_rtr = true;
   }
+  c.large_fpdu = p->large_fpdu != 0;
   std::size_t mulpdu = p->mulpdu;
-  if (!mulpdu) {
+  if (!mulpdu && c.large_fpdu) {
+    // The peer takes FPDUs of any size (siw's flag): send the largest RFC 5044 allows.
+    mulpdu = iwarp::kMaxUlpdu;
+  } else if (!mulpdu) {
     // MPA-040: MULPDU from the EMSS (TCP MSS), markers included.
     int mss = 0;
     socklen_t len = sizeof mss;

@@ -48,6 +48,7 @@ Msg sample() {
   m.params.markers_tx = 1;
   m.params.rtr = 1;
   m.params.peer_ird = 0x3fff;
+  m.params.large_fpdu = 1;
   m.reason = "the peer rejected the connection";
   m.tos = 0x20;
   m.afonly = 1;
@@ -76,6 +77,7 @@ TEST_CASE("CM protocol: every field survives encode/decode", "[cm]") {
   CHECK(d->params.markers_tx == 1);
   CHECK(d->params.rtr == 1);
   CHECK(d->params.peer_ird == 0x3fff);
+  CHECK(d->params.large_fpdu == 1);
   CHECK(d->reason == m.reason);
   CHECK(d->tos == 0x20);
   CHECK(d->afonly == 1);

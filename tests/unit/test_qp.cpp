@@ -5,6 +5,7 @@
 // §6.2 MC-, §7.2-§7.4 HX-, decisions C-05..C-10. Two Qps talk through an
 // in-memory pipe (qp_harness.hpp), or one Qp is fed hand-made FPDUs and the
 // Terminate it answers with is compared octet for octet.
+#include "iwarp/crc32c.hpp"
 #include "qp_harness.hpp"
 
 #include <catch2/catch.hpp>
@@ -2034,6 +2035,46 @@ TEST_CASE("HX-036 ULPDU_Length over 64768: L2/E0/0x05, never buffered", "[qp]") 
   REQUIRE(segs.size() == 1);
   CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(term::mpa_local_catastrophic, 0, 0, 0, {})));
   h.expect_flushed();
+}
+
+// Found against siw (tests/interop/siw, large-fpdu-on): with its private large-FPDU flag
+// negotiated, siw sizes FPDUs to its TCP GSO segment (mss * gso_segs, siw_qp_tx.c), so a
+// 64 KiB RDMA Write arrives as one FPDU of about 65 KB, above RFC 5044's 64768.
+TEST_CASE("siw's large-FPDU flag negotiated: ULPDU_Length up to 65535 is placed (HX-036 "
+          "without it)",
+          "[qp]") {
+  const bool large = GENERATE(false, true);
+  QpConfig c = Dut::dut_cfg();
+  c.large_fpdu = large;
+  Hostile h(c);
+  Buf big = reg(h.d.mem, 65535);
+  // The largest FPDU the 16-bit field allows: a tagged RDMA Write of 65535 - 14 octets.
+  Bytes payload = pattern(kMaxUlpduLargeFpdu - kTaggedHdrLen, 3);
+  Bytes u = ulpdu(tagged(Opcode::RdmaWrite, big.stag, big.to(0)), {}, payload);
+  REQUIRE(u.size() == 65535);
+  Bytes f(2);
+  store_be16(f.data(), 65535);
+  f = cat(f, u);
+  f.resize(f.size() + fpdu_pad(u.size()) + kCrcLen);
+  store_crc_le(f.data() + f.size() - kCrcLen, crc32c(ConstBytes(f).first(f.size() - kCrcLen)));
+  h.d.feed_raw(f);
+  if (large) {
+    CHECK_FALSE(h.qp().error());
+    CHECK(hex(slice(big.data, 0, payload.size())) == hex(payload));
+    CHECK(h.d.drain().empty());
+  } else {
+    auto segs = h.d.segs(h.d.drain());
+    REQUIRE(segs.size() == 1);
+    CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(term::mpa_local_catastrophic, 0, 0, 0, {})));
+  }
+}
+
+TEST_CASE("siw's large-FPDU flag: qp_config_from_mpa carries it", "[qp]") {
+  MpaResult r;
+  r.large_fpdu = true;
+  CHECK(qp_config_from_mpa(r, MpaRole::Responder, 1448).large_fpdu);
+  r.large_fpdu = false;
+  CHECK_FALSE(qp_config_from_mpa(r, MpaRole::Responder, 1448).large_fpdu);
 }
 
 TEST_CASE("HX-038 peer closed or reset, mid-FPDU or not: outstanding WRs flushed, no Terminate",

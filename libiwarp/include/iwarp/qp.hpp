@@ -154,6 +154,7 @@ struct QpConfig {
   std::uint32_t rq_depth = 1024;
   std::uint32_t max_sge = 16;
   std::uint32_t max_inline = 256;
+  bool large_fpdu = false;    // both ends set siw's flag: accept FPDUs up to 65535 octets
   bool initiator = true;      // MPA role: the responder never sends first (RFC 5044 r4)
   std::optional<RtrType> rtr; // initiator: RTR to send first (RFC 6581 §9.2)
   bool expect_rtr = false;    // responder: first message is the RTR (hidden)

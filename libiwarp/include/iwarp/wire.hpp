@@ -47,11 +47,14 @@ constexpr void store_be64(std::byte* p, std::uint64_t v) {
 
 // ---- constants ---------------------------------------------------------------
 
-inline constexpr std::size_t kMarkerSpacing = 512;  // RFC 5044 §4.2
-inline constexpr std::size_t kMarkerLen = 4;        // RESERVED(16) | FPDUPTR(16)
-inline constexpr std::size_t kMpaLenField = 2;      // ULPDU_Length
-inline constexpr std::size_t kCrcLen = 4;           // RFC 5044 §4.1
-inline constexpr std::size_t kMaxUlpdu = 64768;     // RFC 5044 §3
+inline constexpr std::size_t kMarkerSpacing = 512; // RFC 5044 §4.2
+inline constexpr std::size_t kMarkerLen = 4;       // RESERVED(16) | FPDUPTR(16)
+inline constexpr std::size_t kMpaLenField = 2;     // ULPDU_Length
+inline constexpr std::size_t kCrcLen = 4;          // RFC 5044 §4.1
+inline constexpr std::size_t kMaxUlpdu = 64768;    // RFC 5044 §3
+// With siw's large-FPDU flag negotiated (kMpaFlagLargeFpdu) the peer sizes FPDUs to its TCP
+// GSO segment, not the MSS: only the 16-bit ULPDU_Length field bounds them.
+inline constexpr std::size_t kMaxUlpduLargeFpdu = 65535;
 inline constexpr std::size_t kMinMulpdu = 128;      // RFC 5044 §4.5
 inline constexpr std::size_t kMaxPrivateData = 512; // RFC 5044 §7.1.1
 inline constexpr std::size_t kMpaFrameHeaderLen = 20;

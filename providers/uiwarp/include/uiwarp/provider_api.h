@@ -25,6 +25,7 @@ struct uiwarp_conn_params {
   uint32_t initiator;  /* MPA role */
   int32_t rtr;         /* P2P RTR: -1 none, 0 Send, 1 Write, 2 Read */
   uint32_t mulpdu;     /* largest ULPDU to send (0: derive from the socket's MSS) */
+  uint32_t large_fpdu; /* both ends set siw's large-FPDU flag (MPA_RR_FLAG_GSO_EXP) */
 };
 
 /* Events the provider reports for a connected QP. */
@@ -42,7 +43,7 @@ struct uiwarp_provider_ops {
   int (*disconnect)(uint32_t qp_num);
 };
 
-#define UIWARP_PROVIDER_ABI 1
+#define UIWARP_PROVIDER_ABI 2
 
 /* Exported by the shim. */
 void uiwarp_shim_register_provider(const struct uiwarp_provider_ops* ops);
