@@ -550,6 +550,13 @@ private:
       if (s.mpa->request().enhanced) {
         r.ird = s.mpa->request().enhanced->ird;
         r.ord = s.mpa->request().enhanced->ord;
+      } else {
+        // No IRD/ORD on the wire (RFC 5044 rev 1, or rev 2 without RFC 6581 §9.1's
+        // enhanced data): nothing was negotiated, so the application decides. Report our
+        // own policy, not 0: librdmacm's rdma_accept(NULL) caps the QP's ORD at the peer
+        // IRD reported here, and 0 would forbid every RDMA Read (rping's server fails).
+        r.ird = cfg_.mpa.ord;
+        r.ord = cfg_.mpa.ird;
       }
       s.notified = true;
       reply(s.client, r);
