@@ -65,14 +65,15 @@ rping_case() {
   for try in 1 2; do
     port=$((++PORT))
     name=rping-$dir-$port
-    pair "$dir" "$name" rping -s -a "$SADDR" -C "$RPING_COUNT" -S 4096 -v -p "$port" -- \
+    # shellcheck disable=SC2086
+    pair "$dir" "$name" rping -s ${RPING_SERVER_OPTS:-} -a "$SADDR" -C "$RPING_COUNT" -S 4096 -v -p "$port" -- \
       rping -c -a "$SADDR" -C "$RPING_COUNT" -S 4096 -v -V -p "$port"
     pings=$(awk -v n="$RPING_COUNT" '/^ping data: rdma-ping-/ { split($3, a, "-"); if (a[3] + 0 != k) bad = 1; k++ }
       END { print (bad || k != n) ? "out of order or missing: " k : k }' "$SW/$name.client")
     retry_after_race "$dir" && note=" (try 2: siw start-up race on try 1)" || break
   done
   if ((SRC == 0 && CRC == 0)) && [[ $pings == "$RPING_COUNT" ]]; then
-    record rping "$dir" PASS "$pings/$RPING_COUNT pings verified$note"
+    record rping "$dir" PASS "$pings/$RPING_COUNT pings verified${RPING_SERVER_OPTS:+ (server: rping -s $RPING_SERVER_OPTS)}$note"
   else
     record rping "$dir" FAIL "server exit $SRC, client exit $CRC, pings $pings"
     tail -n 3 "$SW/$name.server" "$SW/$name.client" | cut -c1-200
