@@ -117,9 +117,9 @@ perf_case() {
     elif retry_after_race "$dir"; then
       note=" (try $((try + 1)): siw start-up race on try $try)"
     elif grep -q "Bad wc status 2" "$SW/$name.server" "$SW/$name.client" && ((try < 3)); then
-      # Open (tests/interop/siw/README.md): after a complete run, siw's perftest sometimes gets
-      # IBV_WC_LOC_QP_OP_ERR for its last control Send, already on the wire and answered, when
-      # uiwarp's side closes. Retried, and the retry is named in the result.
+      # siw's bug (tests/interop/siw/README.md): siw_qp_sq_proc_tx() fails a Send whose last
+      # segment TCP already took (and uiwarp already answered) when uiwarp's FIN lands before
+      # siw's bookkeeping: IBV_WC_LOC_QP_OP_ERR. Retried, and the retry is named in the result.
       note=" (try $((try + 1)): siw's closing hand-shake failure, Bad wc status 2, on try $try)"
     elif ((${SIW_RETRY_FAILED:-0} && (SRC != 0 || CRC != 0) && try < 3)); then
       # The CI version (ci.sh) retries any failure, naming it: under TCG siw also fails in ways
@@ -146,9 +146,9 @@ perf_case() {
     record "$tool $size" "$dir" PASS "$value$note"
   elif ((${SIW_RETRY_FAILED:-0} && ours == 0)) && [[ -n $line ]] &&
     grep -q "Failed to close connection between server and client" "$siw_out"; then
-    # The open siw issue (tests/interop/siw/README.md): the whole run was measured and uiwarp's
+    # The siw bug above (tests/interop/siw/README.md): the whole run was measured and uiwarp's
     # side ended cleanly; only siw's perftest failed its closing hand-shake (Bad wc status 2).
-    record "$tool $size" "$dir" PASS "$value (siw's perftest then failed its closing hand-shake, the known siw issue)$note"
+    record "$tool $size" "$dir" PASS "$value (siw's perftest then failed its closing hand-shake, siw's tx bug)$note"
   else
     # Say what was measured and the first error either side printed.
     local err
