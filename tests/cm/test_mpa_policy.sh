@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Stock rping and ib_read_bw over uiwarp on loopback under each MPA policy uiwarpd offers (its
 # configuration file, through UIWARPD_CONFIG): RFC 5044 rev 1 with and without CRC, rev 2 without
-# peer-to-peer mode, with the Read RTR, with markers, and with siw's large-FPDU flag. Both ends use
+# peer-to-peer mode, with the Read RTR, with markers, with siw's large-FPDU flag, and with the
+# initiator holding its first FPDU (first-fpdu-delay-ms, for siw's start-up race). Both ends use
 # the same daemon, so each policy meets itself.
 # rev 1 carries no IRD/ORD (RFC 6581 §9.1 is rev 2's): the CONNECT_REQUEST then reports
 # uiwarpd's own IRD/ORD, not 0, or rping's server (rdma_accept with no parameters, so its ORD
@@ -10,7 +11,7 @@
 # which reports 0).
 source "$(dirname "$0")/lib.sh"
 for policy in "mpa-revision=1" "mpa-revision=1 crc=off" "p2p=off" "rtr=read" "markers=on" \
-  "large-fpdu=on"; do
+  "large-fpdu=on" "first-fpdu-delay-ms=100"; do
   conf="$T/uiwarpd-${policy// /_}.conf"
   : >"$conf"
   for kv in $policy; do echo "${kv%%=*} = ${kv#*=}" >>"$conf"; done
