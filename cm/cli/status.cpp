@@ -5,18 +5,15 @@
 //
 // Asks the uiwarpd that uiwarp-run would use here (this user's and network namespace's, or the
 // system-wide one) over its socket. The system daemon shows a user only their own connections.
-#include "cm_proto.hpp"
 #include "commands.hpp"
-#include "daemon_socket.hpp"
+#include "uiwarp/daemon_proto.hpp"
+#include "uiwarp/daemon_socket.hpp"
 #include "uiwarp/state.hpp"
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 namespace uiwarp::cli {
@@ -39,32 +36,26 @@ int query(const std::string& flag, bool connections_only) {
   std::string err;
   std::string path = daemon_socket(flag, &err);
   if (path.empty()) return error(err);
-  int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un sun{};
-  sun.sun_family = AF_UNIX;
-  if (path.size() >= sizeof sun.sun_path) return error("socket path too long: " + path);
-  std::memcpy(sun.sun_path, path.c_str(), path.size());
-  if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun)) {
-    std::string why = std::strerror(errno);
-    if (s >= 0) ::close(s);
-    return error("uiwarpd is not running for this user and network namespace (" + path + ": " +
-                 why + "); uiwarp-run starts it");
-  }
-  cm::Msg m;
-  m.type = cm::MsgType::Status;
-  m.id = connections_only ? 1 : 0;
-  if (int e = cm::send_msg(s, m)) {
+  int s = proto::connect_daemon(path, proto::Role::Cli, &err);
+  if (s < 0)
+    return error(err + (err.rfind("cannot reach", 0) == 0
+                            ? "; uiwarpd is not running for this user and network namespace "
+                              "(uiwarp-run starts it)"
+                            : ""));
+  if (int e = proto::send(s, proto::Status{connections_only})) {
     ::close(s);
     return error(std::string("cannot ask uiwarpd: ") + std::strerror(e));
   }
   for (;;) {
-    auto r = cm::recv_msg(s, nullptr);
-    if (!r) {
+    auto p = proto::recv(s);
+    if (!p) {
       ::close(s);
       return error("uiwarpd closed the connection before the end of its report");
     }
-    if (r->type == cm::MsgType::StatusEnd) break;
-    if (r->type == cm::MsgType::StatusLine) std::printf("%s\n", r->reason.c_str());
+    if (p->fd >= 0) ::close(p->fd);
+    if (std::holds_alternative<proto::StatusEnd>(p->msg)) break;
+    if (auto* line = std::get_if<proto::StatusLine>(&p->msg))
+      std::printf("%s\n", line->text.c_str());
   }
   ::close(s);
   return 0;

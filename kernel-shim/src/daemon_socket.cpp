@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-#include "daemon_socket.hpp"
+#include "uiwarp/daemon_socket.hpp"
 
 #include "uiwarp/netdev.hpp"
-#include "uiwarp_paths.hpp"
 
 #include <cstdio>
 #include <cstdlib>

@@ -16,6 +16,9 @@
 //  * close/dup/dup2/dup3/fcntl(F_DUPFD*) keep the table of those fds right.
 //  * socket(AF_NETLINK, *, NETLINK_RDMA) fails with EPROTONOSUPPORT, so libibverbs and librdmacm
 //    fall back to the sysfs tree (SYSFS_PATH) even on a host whose kernel has ib_core.
+//  * open*/stat*/statx/opendir of /sys/class/infiniband/<uiwarp device>/... (and of the class
+//    directory where the host has none) use the generated tree instead (sysfs_view.hpp), for
+//    programs that read sysfs by its fixed path.
 //
 // Rules kept here: no C++ exceptions or RTTI (built with -fno-exceptions), no allocation after
 // start-up, the fd table behind one pthread mutex, and a lock-free fast path (an atomic bitmap of
@@ -24,6 +27,7 @@
 #undef _FORTIFY_SOURCE
 #include "uiwarp/shim.h"
 
+#include "sysfs_view.hpp"
 #include "ucma.hpp"
 
 #include <atomic>
@@ -34,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <linux/netlink.h>
@@ -71,6 +76,7 @@ using dup2_fn = int (*)(int, int);
 using dup3_fn = int (*)(int, int, int);
 using fcntl_fn = int (*)(int, int, ...);
 using socket_fn = int (*)(int, int, int);
+using opendir_fn = DIR* (*)(const char*);
 
 // One lazily resolved pointer per interposed symbol. The constructor resolves them all; the lazy
 // path covers calls made by other libraries' constructors that run before ours.
@@ -102,14 +108,14 @@ RealSym r_fxstatat{"__fxstatat"}, r_fxstatat64{"__fxstatat64"};
 RealSym r_statx{"statx"};
 RealSym r_fstat{"fstat"}, r_fstat64{"fstat64"};
 RealSym r_write{"write"}, r_close{"close"}, r_dup{"dup"}, r_dup2{"dup2"}, r_dup3{"dup3"};
-RealSym r_fcntl{"fcntl"}, r_fcntl64{"fcntl64"}, r_socket{"socket"};
+RealSym r_fcntl{"fcntl"}, r_fcntl64{"fcntl64"}, r_socket{"socket"}, r_opendir{"opendir"};
 
 RealSym* const kAllSyms[] = {
     &r_open,       &r_open64,  &r_openat,  &r_openat64, &r_open_2,   &r_open64_2,   &r_openat_2,
     &r_openat64_2, &r_stat,    &r_stat64,  &r_lstat,    &r_lstat64,  &r_fstatat,    &r_fstatat64,
     &r_xstat,      &r_xstat64, &r_lxstat,  &r_lxstat64, &r_fxstatat, &r_fxstatat64, &r_statx,
     &r_write,      &r_close,   &r_dup,     &r_dup2,     &r_dup3,     &r_fcntl,      &r_fcntl64,
-    &r_socket,     &r_fstat,   &r_fstat64,
+    &r_socket,     &r_fstat,   &r_fstat64, &r_opendir,
 };
 
 template <typename F> F real(RealSym& s) { return reinterpret_cast<F>(resolve(s)); }
@@ -392,6 +398,16 @@ bool intercept_open(const char* path, int flags, int* ret) {
 
 bool is_ours_for_stat(const char* path) { return classify(path) == PathKind::Uverbs; }
 
+// The path an open/stat/opendir call really uses: /sys/class/infiniband shows the generated
+// tree (sysfs_view.hpp); every other path is used as given.
+struct Path {
+  char buf[PATH_MAX];
+  const char* p;
+  explicit Path(const char* path) : p(uiwarp::shim::sysfs_view(path, buf, sizeof buf)) {}
+  Path(const Path&) = delete;
+  Path& operator=(const Path&) = delete;
+};
+
 // The uverbs write path. Returns true if handled (result in *ret).
 bool uverbs_write(int fd, const void* buf, size_t n, ssize_t* ret) {
   Lock l;
@@ -537,7 +553,8 @@ SHIM_EXPORT int open(const char* path, int flags, ...) {
   int ret;
   if (intercept_open(path, flags, &ret)) return ret;
   auto f = real<open_fn>(r_open);
-  return f ? f(path, flags, mode) : enosys();
+  Path p(path);
+  return f ? f(p.p, flags, mode) : enosys();
 }
 
 SHIM_EXPORT int open64(const char* path, int flags, ...) {
@@ -549,7 +566,8 @@ SHIM_EXPORT int open64(const char* path, int flags, ...) {
   int ret;
   if (intercept_open(path, flags, &ret)) return ret;
   auto f = real<open_fn>(r_open64);
-  return f ? f(path, flags, mode) : enosys();
+  Path p(path);
+  return f ? f(p.p, flags, mode) : enosys();
 }
 
 SHIM_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
@@ -561,7 +579,8 @@ SHIM_EXPORT int openat(int dirfd, const char* path, int flags, ...) {
   int ret;
   if (is_absolute(path) && intercept_open(path, flags, &ret)) return ret;
   auto f = real<openat_fn>(r_openat);
-  return f ? f(dirfd, path, flags, mode) : enosys();
+  Path p(path);
+  return f ? f(dirfd, p.p, flags, mode) : enosys();
 }
 
 SHIM_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
@@ -573,113 +592,118 @@ SHIM_EXPORT int openat64(int dirfd, const char* path, int flags, ...) {
   int ret;
   if (is_absolute(path) && intercept_open(path, flags, &ret)) return ret;
   auto f = real<openat_fn>(r_openat64);
-  return f ? f(dirfd, path, flags, mode) : enosys();
+  Path p(path);
+  return f ? f(dirfd, p.p, flags, mode) : enosys();
 }
 
 SHIM_EXPORT int __open_2(const char* path, int flags) {
   int ret;
   if (intercept_open(path, flags, &ret)) return ret;
   auto f = real<open2_fn>(r_open_2);
-  return f ? f(path, flags) : enosys();
+  Path p(path);
+  return f ? f(p.p, flags) : enosys();
 }
 
 SHIM_EXPORT int __open64_2(const char* path, int flags) {
   int ret;
   if (intercept_open(path, flags, &ret)) return ret;
   auto f = real<open2_fn>(r_open64_2);
-  return f ? f(path, flags) : enosys();
+  Path p(path);
+  return f ? f(p.p, flags) : enosys();
 }
 
 SHIM_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
   int ret;
   if (is_absolute(path) && intercept_open(path, flags, &ret)) return ret;
   auto f = real<openat2_fn>(r_openat_2);
-  return f ? f(dirfd, path, flags) : enosys();
+  Path p(path);
+  return f ? f(dirfd, p.p, flags) : enosys();
 }
 
 SHIM_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
   int ret;
   if (is_absolute(path) && intercept_open(path, flags, &ret)) return ret;
   auto f = real<openat2_fn>(r_openat64_2);
-  return f ? f(dirfd, path, flags) : enosys();
+  Path p(path);
+  return f ? f(dirfd, p.p, flags) : enosys();
 }
 
 // stat and friends: our /dev/infiniband/uverbsN look exactly like /dev/full.
 SHIM_EXPORT int stat(const char* path, struct stat* buf) noexcept {
   auto f = real<stat_fn>(r_stat);
   if (!f) return enosys();
-  return f(is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int stat64(const char* path, struct stat64* buf) noexcept {
   auto f = real<stat64_fn>(r_stat64);
   if (!f) return enosys();
-  return f(is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int lstat(const char* path, struct stat* buf) noexcept {
   auto f = real<stat_fn>(r_lstat);
   if (!f) return enosys();
-  return f(is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int lstat64(const char* path, struct stat64* buf) noexcept {
   auto f = real<stat64_fn>(r_lstat64);
   if (!f) return enosys();
-  return f(is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int fstatat(int dirfd, const char* path, struct stat* buf, int flags) noexcept {
   auto f = real<fstatat_fn>(r_fstatat);
   if (!f) return enosys();
   bool ours = is_absolute(path) && is_ours_for_stat(path);
-  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : path, buf, flags);
+  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : Path(path).p, buf, flags);
 }
 
 SHIM_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* buf, int flags) noexcept {
   auto f = real<fstatat64_fn>(r_fstatat64);
   if (!f) return enosys();
   bool ours = is_absolute(path) && is_ours_for_stat(path);
-  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : path, buf, flags);
+  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : Path(path).p, buf, flags);
 }
 
 // The pre-2.33 glibc entry points, still used by binaries built against older glibc.
 SHIM_EXPORT int __xstat(int ver, const char* path, void* buf) {
   auto f = real<xstat_fn>(r_xstat);
   if (!f) return enosys();
-  return f(ver, is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(ver, is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int __xstat64(int ver, const char* path, void* buf) {
   auto f = real<xstat_fn>(r_xstat64);
   if (!f) return enosys();
-  return f(ver, is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(ver, is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int __lxstat(int ver, const char* path, void* buf) {
   auto f = real<xstat_fn>(r_lxstat);
   if (!f) return enosys();
-  return f(ver, is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(ver, is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int __lxstat64(int ver, const char* path, void* buf) {
   auto f = real<xstat_fn>(r_lxstat64);
   if (!f) return enosys();
-  return f(ver, is_ours_for_stat(path) ? kBacking : path, buf);
+  return f(ver, is_ours_for_stat(path) ? kBacking : Path(path).p, buf);
 }
 
 SHIM_EXPORT int __fxstatat(int ver, int dirfd, const char* path, void* buf, int flags) {
   auto f = real<fxstatat_fn>(r_fxstatat);
   if (!f) return enosys();
   bool ours = is_absolute(path) && is_ours_for_stat(path);
-  return f(ver, ours ? AT_FDCWD : dirfd, ours ? kBacking : path, buf, flags);
+  return f(ver, ours ? AT_FDCWD : dirfd, ours ? kBacking : Path(path).p, buf, flags);
 }
 
 SHIM_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, void* buf, int flags) {
   auto f = real<fxstatat_fn>(r_fxstatat64);
   if (!f) return enosys();
   bool ours = is_absolute(path) && is_ours_for_stat(path);
-  return f(ver, ours ? AT_FDCWD : dirfd, ours ? kBacking : path, buf, flags);
+  return f(ver, ours ? AT_FDCWD : dirfd, ours ? kBacking : Path(path).p, buf, flags);
 }
 
 SHIM_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask,
@@ -687,7 +711,7 @@ SHIM_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask,
   auto f = real<statx_fn>(r_statx);
   if (!f) return enosys();
   bool ours = is_absolute(path) && is_ours_for_stat(path);
-  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : path, flags, mask, buf);
+  return f(ours ? AT_FDCWD : dirfd, ours ? kBacking : Path(path).p, flags, mask, buf);
 }
 
 SHIM_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
@@ -773,6 +797,16 @@ SHIM_EXPORT int fcntl64(int fd, int cmd, ...) {
   void* arg = va_arg(ap, void*);
   va_end(ap);
   return fcntl_common(r_fcntl64, fd, cmd, arg);
+}
+
+SHIM_EXPORT DIR* opendir(const char* path) {
+  auto f = real<opendir_fn>(r_opendir);
+  if (!f) {
+    errno = ENOSYS;
+    return nullptr;
+  }
+  Path p(path);
+  return f(p.p);
 }
 
 SHIM_EXPORT int socket(int domain, int type, int protocol) noexcept {

@@ -7,13 +7,15 @@
 //    returns once the MPA Reply is out and the QP is in RTS;
 //  - DESTROY_ID reports exactly the events delivered for the id (a
 //    CONNECT_REQUEST counts against the listener).
-// Connection set-up is uiwarpd's (cm/cm_proto.hpp); the connected socket goes
-// to the provider through the ops it registered (provider_api.h).
+// Connection set-up is uiwarpd's (daemon_proto.hpp); the connected socket goes
+// to the provider through the ops it registered (provider_api.hpp).
 #include "ucma.hpp"
 
-#include "cm_proto.hpp"
+#include "ucma_addr.hpp"
+#include "uiwarp/daemon_proto.hpp"
 #include "uiwarp/guid.hpp"
-#include "uiwarp/provider_api.h"
+#include "uiwarp/log.hpp"
+#include "uiwarp/provider_api.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -45,14 +47,16 @@
 #include <sys/un.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 namespace uiwarp::ucma {
 
 namespace {
 
-using cm::Msg;
-using cm::MsgType;
+namespace proto = uiwarp::proto;
+
+void log_error(const std::string& m) { log::error("rdma_cm", m); }
 
 // Event numbers of the UCMA ABI (enum rdma_cm_event_type); <rdma/rdma_cma.h>
 // cannot be included together with the kernel's <rdma/rdma_user_cm.h>.
@@ -103,56 +107,18 @@ std::vector<Device> devices() {
   return out;
 }
 
-bool is_wildcard(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(&a)->sin_addr.s_addr == htonl(INADDR_ANY);
-  if (a.ss_family == AF_INET6)
-    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a)->sin6_addr);
-  return true;
-}
-
-bool same_ip(const sockaddr* a, const sockaddr_storage& b) {
-  if (!a || a->sa_family != b.ss_family) return false;
-  if (a->sa_family == AF_INET)
-    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr ==
-           reinterpret_cast<const sockaddr_in*>(&b)->sin_addr.s_addr;
-  return std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr,
-                     &reinterpret_cast<const sockaddr_in6*>(&b)->sin6_addr, 16) == 0;
-}
-
-// The uiwarp device of the netdev that owns `ip` (the first device for a wildcard).
+// The uiwarp device of the netdev that owns `ip`; the first device for a wildcard, and for a
+// loopback address whose interface has none (the kernel's rdma_cm binds 127.0.0.1 to any
+// RDMA device: siw on eth0 serves rping -a 127.0.0.1 with nothing on lo).
 std::optional<Device> device_for(const sockaddr_storage& ip) {
   std::vector<Device> devs = devices();
   if (devs.empty()) return std::nullopt;
   if (is_wildcard(ip)) return devs.front();
-  std::string ifname;
-  ifaddrs* ifa = nullptr;
-  if (::getifaddrs(&ifa) == 0) {
-    for (ifaddrs* i = ifa; i; i = i->ifa_next)
-      if (same_ip(i->ifa_addr, ip)) {
-        ifname = i->ifa_name;
-        break;
-      }
-    ::freeifaddrs(ifa);
-  }
+  std::string ifname = netdev_of(ip);
   for (const Device& d : devs)
     if (d.netdev == ifname) return d;
+  if (is_loopback(ip)) return devs.front();
   return std::nullopt;
-}
-
-socklen_t addr_len(const sockaddr_storage& a) {
-  return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
-std::uint16_t port_of(const sockaddr_storage& a) {
-  return a.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&a)->sin6_port
-                                 : reinterpret_cast<const sockaddr_in*>(&a)->sin_port;
-}
-void set_port(sockaddr_storage& a, std::uint16_t port_be) {
-  if (a.ss_family == AF_INET6)
-    reinterpret_cast<sockaddr_in6*>(&a)->sin6_port = port_be;
-  else
-    reinterpret_cast<sockaddr_in*>(&a)->sin_port = port_be;
 }
 
 // The kernel ABI carries addresses in sockaddr_in6 or __kernel_sockaddr_storage fields.
@@ -165,6 +131,11 @@ sockaddr_storage from_abi(const void* p, std::size_t max) {
 void to_abi(void* p, std::size_t max, const sockaddr_storage& a) {
   std::memset(p, 0, max);
   std::memcpy(p, &a, std::min<std::size_t>(max, addr_len(a)));
+}
+
+// rdma_ucm_conn_param::private_data_len is a u8: 255 at most (uiwarpd never passes more).
+std::uint8_t private_data_len(std::size_t n) {
+  return static_cast<std::uint8_t>(std::min<std::size_t>(n, 255));
 }
 
 // ---- state ------------------------------------------------------------------------------
@@ -195,11 +166,16 @@ struct Id {
   bool connecting = false;
   bool connected = false;
   bool disconnected = false; // DISCONNECTED reported
+  bool attaching = false;    // the socket is being handed to the provider (lock released)
+  bool ended = false;        // ...and the provider reported the connection's end meanwhile
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
   std::optional<Device> dev;
-  int tos = -1;    // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
-  int afonly = -1; // RDMA_OPTION_ID_AFONLY, applied to the listener (IPV6_V6ONLY)
+  int tos = -1;           // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
+  int afonly = -1;        // RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
+  bool reuseaddr = false; // RDMA_OPTION_ID_REUSEADDR
+  bool bound = false;     // has a port (rdma_bind_addr, or implied by resolve/listen)
+  int sock = -1;          // the TCP socket holding that port, until the QP owns it
 };
 
 class Ucma {
@@ -235,15 +211,28 @@ public:
 
   ssize_t command(int fd, const void* buf, std::size_t len);
 
-  void register_provider(const uiwarp_provider_ops* ops) {
+  // The provider's half of the hand-shake (provider_api.hpp).
+  bool register_provider(const ProviderOps* ops) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (ops && ops->abi == UIWARP_PROVIDER_ABI) provider_ = ops;
+    if (!ops || ops->abi != kProviderAbi) {
+      log_error("the provider is from another uiwarp installation (ABI " +
+                std::to_string(ops ? ops->abi : 0) + ", the shim's " +
+                std::to_string(kProviderAbi) + "): rdma_cm cannot attach connections to it");
+      return false;
+    }
+    provider_ = ops;
+    return true;
   }
 
-  void qp_event(std::uint32_t qp_num, uiwarp_qp_event, const char*) {
+  void qp_event(std::uint32_t qp_num, QpEvent, const char*) {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [h, id] : ids_) {
-      if (id.qp_num == qp_num && id.connected && !id.disconnected) {
+      if (id.qp_num != qp_num) continue;
+      if (id.attaching) {
+        // The peer closed before attach() returned (ESTABLISHED is not queued yet): the
+        // DISCONNECTED follows it (connected()).
+        id.ended = true;
+      } else if (id.connected && !id.disconnected) {
         id.disconnected = true;
         queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
       }
@@ -306,15 +295,9 @@ private:
       *err = "UIWARPD_SOCKET is not set; run the program with uiwarp-run";
       return false;
     }
-    std::string path = env;
-    int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    sockaddr_un sun{};
-    sun.sun_family = AF_UNIX;
-    std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
-    if (s < 0 || ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun)) {
-      *err = "cannot reach uiwarpd at " + path + " (" + std::strerror(errno) +
-             "); run the program with uiwarp-run, which starts it";
-      if (s >= 0) sys_close(s);
+    int s = proto::connect_daemon(env, proto::Role::Shim, err);
+    if (s < 0) {
+      *err += "; run the program with uiwarp-run, which starts it";
       return false;
     }
     daemon_fd_ = s;
@@ -322,37 +305,42 @@ private:
     return true;
   }
 
-  int to_daemon(const Msg& m) {
+  int to_daemon(const proto::Message& m, int fd = -1) {
     std::string err;
     if (!daemon_connect(&err)) {
-      std::fprintf(stderr, "uiwarp: %s\n", err.c_str());
+      log_error(err);
       return ENOTCONN;
     }
-    return cm::send_msg(daemon_fd_, m);
+    return proto::send(daemon_fd_, m, fd);
   }
 
-  // Waits for the reply of type `t` to `key` (the lock is released meanwhile).
-  std::optional<Msg> await(MsgType t, std::uint64_t key, std::unique_lock<std::mutex>& lock) {
+  // Waits for the reply `Reply` to `key` (the lock is released meanwhile): the packet, whose
+  // socket (if any) the caller owns; nullopt when uiwarpd left or did not answer.
+  template <class Reply>
+  std::optional<proto::Packet> await(std::uint64_t key, std::unique_lock<std::mutex>& lock) {
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
       for (auto it = replies_.begin(); it != replies_.end(); ++it) {
-        if (it->type == t && it->id == key) {
-          Msg m = std::move(*it);
+        const Reply* r = std::get_if<Reply>(&it->msg);
+        if (r && reply_key(*r) == key) {
+          proto::Packet p = std::move(*it);
           replies_.erase(it);
-          return m;
+          return p;
         }
       }
       if (daemon_fd_ < 0 || cv_.wait_until(lock, until) == std::cv_status::timeout)
         return std::nullopt;
     }
   }
+  static std::uint64_t reply_key(const proto::ListenReply& r) { return r.id; }
+  static std::uint64_t reply_key(const proto::ResolveReply& r) { return r.id; }
+  static std::uint64_t reply_key(const proto::AcceptReply& r) { return r.token; }
 
   void reader(int s) {
     for (;;) {
-      int fd = -1;
-      auto m = cm::recv_msg(s, &fd);
+      auto p = proto::recv(s);
       std::unique_lock<std::mutex> lock(mu_);
-      if (!m) {
+      if (!p) {
         if (errno == EAGAIN || errno == EINTR) continue;
         daemon_fd_ = -1;
         sys_close(s);
@@ -360,22 +348,18 @@ private:
         cv_.notify_all();
         return;
       }
-      switch (m->type) {
-      case MsgType::ListenReply:
-      case MsgType::ResolveReply:
-        replies_.push_back(std::move(*m));
+      if (auto* m = std::get_if<proto::ConnRequest>(&p->msg)) {
+        if (p->fd >= 0) sys_close(p->fd);
+        conn_request(*m);
+      } else if (auto* r = std::get_if<proto::ConnectReply>(&p->msg)) {
+        connect_reply(*r, p->fd, lock);
+      } else if (std::holds_alternative<proto::ListenReply>(p->msg) ||
+                 std::holds_alternative<proto::ResolveReply>(p->msg) ||
+                 std::holds_alternative<proto::AcceptReply>(p->msg)) {
+        replies_.push_back(std::move(*p)); // the waiter takes it, with its socket
         cv_.notify_all();
-        break;
-      case MsgType::AcceptReply:
-        m->backlog = static_cast<std::uint32_t>(fd); // carry the fd to the waiter
-        replies_.push_back(std::move(*m));
-        cv_.notify_all();
-        break;
-      case MsgType::ConnRequest: conn_request(*m); break;
-      case MsgType::ConnectReply: connect_reply(*m, fd, lock); break;
-      default:
-        if (fd >= 0) sys_close(fd);
-        break;
+      } else if (p->fd >= 0) {
+        sys_close(p->fd);
       }
     }
   }
@@ -388,27 +372,22 @@ private:
     bool told = false;
     for (auto& [h, id] : ids_) {
       if (id.listening)
-        std::fprintf(stderr,
-                     "uiwarp: uiwarpd went away; the listener on %s takes no new connections\n",
-                     cm::addr_string(id.src).c_str());
+        log_error("uiwarpd went away; the listener on " + proto::addr_string(id.src) +
+                  " takes no new connections");
       if (!id.connecting || id.connected) continue;
-      if (!told)
-        std::fprintf(stderr, "uiwarp: uiwarpd went away while connecting; connect failed\n");
+      if (!told) log_error("uiwarpd went away while connecting; connect failed");
       told = true;
       id.connecting = false;
       queue(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNABORTED);
     }
   }
 
-  void conn_request(const Msg& m) {
+  void conn_request(const proto::ConnRequest& m) {
     Id* listener = nullptr;
     for (auto& [h, id] : ids_)
-      if (id.listening && id.handle == m.id) listener = &id;
+      if (id.listening && id.handle == m.listen_id) listener = &id;
     if (!listener) {
-      Msg r;
-      r.type = MsgType::Reject;
-      r.token = m.token;
-      cm::send_msg(daemon_fd_, r);
+      proto::send(daemon_fd_, proto::Reject{m.token, {}});
       return;
     }
     Id child;
@@ -427,8 +406,7 @@ private:
     Event e;
     e.charged_to = listener->handle; // counts against the listener (DESTROY_ID)
     rdma_ucm_conn_param& c = e.resp.param.conn;
-    c.private_data_len = static_cast<std::uint8_t>(
-        std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
+    c.private_data_len = private_data_len(m.private_data.size());
     std::memcpy(c.private_data, m.private_data.data(), c.private_data_len);
     // cma_iw_handler: the peer's IRD bounds our ORD and vice versa.
     c.initiator_depth = static_cast<std::uint8_t>(std::min<std::uint32_t>(m.ird, 255));
@@ -438,7 +416,7 @@ private:
     queue(*listener, RDMA_CM_EVENT_CONNECT_REQUEST, 0, e);
   }
 
-  void connect_reply(const Msg& m, int fd, std::unique_lock<std::mutex>& lock) {
+  void connect_reply(const proto::ConnectReply& m, int fd, std::unique_lock<std::mutex>& lock) {
     auto it = ids_.find(static_cast<std::uint32_t>(m.id));
     if (it == ids_.end() || !it->second.connecting) {
       if (fd >= 0) sys_close(fd);
@@ -448,14 +426,17 @@ private:
     id.connecting = false;
     Event e;
     rdma_ucm_conn_param& c = e.resp.param.conn;
-    c.private_data_len = static_cast<std::uint8_t>(
-        std::min<std::size_t>(m.private_data.size(), RDMA_MAX_PRIVATE_DATA));
+    c.private_data_len = private_data_len(m.private_data.size());
     std::memcpy(c.private_data, m.private_data.data(), c.private_data_len);
     c.initiator_depth = static_cast<std::uint8_t>(std::min<std::uint32_t>(m.params.peer_ird, 255));
     c.responder_resources =
         static_cast<std::uint8_t>(std::min<std::uint32_t>(m.params.peer_ord, 255));
+    // uiwarpd connected the id's own socket and passes it back; the QP will own it.
+    if (fd < 0) std::swap(fd, id.sock);
+    close_sock(id);
     if (m.status) {
-      if (!m.reason.empty()) std::fprintf(stderr, "uiwarp: %s\n", m.reason.c_str());
+      if (fd >= 0) sys_close(fd);
+      if (!m.reason.empty()) log_error(m.reason);
       std::uint32_t ev = (m.status == ECONNREFUSED || m.status == ECONNRESET)
                              ? RDMA_CM_EVENT_REJECTED
                          : m.status == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
@@ -467,46 +448,91 @@ private:
     it = ids_.find(static_cast<std::uint32_t>(m.id));
     if (it == ids_.end()) return;
     if (err) {
-      std::fprintf(stderr, "uiwarp: cannot attach the connection to QP %u: %s\n", it->second.qp_num,
-                   std::strerror(err));
+      log_error("cannot attach the connection to QP " + std::to_string(it->second.qp_num) + ": " +
+                std::strerror(err));
       queue(it->second, RDMA_CM_EVENT_CONNECT_ERROR, -err, e);
       return;
     }
-    it->second.connected = true;
-    queue(it->second, RDMA_CM_EVENT_ESTABLISHED, 0, e);
+    connected(it->second, e);
   }
 
   // Hands `fd` to the provider's QP (lock released: the provider may call back).
-  int attach(std::uint32_t qp_num, int fd, const cm::ConnParams& p,
+  int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
              std::unique_lock<std::mutex>& lock) {
-    const uiwarp_provider_ops* ops = provider_;
+    const ProviderOps* ops = provider_;
     if (!ops) {
       sys_close(fd);
       return ENODEV;
     }
-    uiwarp_conn_params cp{p.version, p.crc, p.markers_tx, p.markers_rx, p.ird, p.ord, p.initiator,
-                          p.rtr,     0,     p.large_fpdu};
+    set_attaching(qp_num, true);
     lock.unlock();
-    int err = ops->attach(qp_num, fd, &cp);
+    int err = ops->attach(qp_num, fd, p);
     lock.lock();
+    set_attaching(qp_num, false);
     if (err) sys_close(fd);
     return err;
   }
 
+  void set_attaching(std::uint32_t qp_num, bool on) {
+    for (auto& [h, id] : ids_)
+      if (id.qp_num == qp_num) id.attaching = on;
+  }
+
+  // ESTABLISHED, then DISCONNECTED at once if the connection ended while it was attached.
+  void connected(Id& id, Event e = {}) {
+    id.connected = true;
+    queue(id, RDMA_CM_EVENT_ESTABLISHED, 0, e);
+    if (std::exchange(id.ended, false) && !id.disconnected) {
+      id.disconnected = true;
+      queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
+    }
+  }
+
   void release(Id& id) {
+    close_sock(id);
     if (daemon_fd_ < 0) return;
-    if (id.listening) {
-      Msg m;
-      m.type = MsgType::Unlisten;
-      m.id = id.handle;
-      cm::send_msg(daemon_fd_, m);
-    }
-    if (id.child && !id.accepted) {
-      Msg m; // the kernel rejects a request whose id is destroyed unanswered
-      m.type = MsgType::Reject;
-      m.token = id.token;
-      cm::send_msg(daemon_fd_, m);
-    }
+    if (id.listening) proto::send(daemon_fd_, proto::Unlisten{id.handle});
+    // The kernel rejects a request whose id is destroyed unanswered.
+    if (id.child && !id.accepted) proto::send(daemon_fd_, proto::Reject{id.token, {}});
+  }
+
+  // rdma_bind_addr (also the implicit binds of resolve and listen): checks the address,
+  // finds its device, takes the port, and fails as the kernel does (see ucma_addr.hpp).
+  int bind_id(Id& id, sockaddr_storage a) {
+    if (id.bound) return EINVAL; // cma_comp_exch(IDLE, ADDR_BOUND)
+    if (int err = check_bind_address(a)) return err;
+    std::optional<Device> dev = device_for(a);
+    if (!dev) return ENODEV; // cma_acquire_dev_by_src_ip: no uiwarp device on that netdev
+    Binding mine{a, id.reuseaddr, id.afonly >= 0 ? id.afonly != 0 : default_afonly(a.ss_family)};
+    if (port_of(a))
+      for (const auto& [h, other] : ids_)
+        if (other.bound && &other != &id)
+          if (int err = port_conflict(mine, binding(other), id.reuseaddr)) return err;
+    int s = bound_socket(a, id.afonly);
+    if (s < 0) return errno;
+    id.sock = s;
+    id.src = a;
+    id.dev = dev;
+    id.bound = true;
+    return 0;
+  }
+
+  Binding binding(const Id& id) const {
+    return Binding{id.src, id.reuseaddr,
+                   id.afonly >= 0 ? id.afonly != 0 : default_afonly(id.src.ss_family)};
+  }
+
+  // cma_bind_listen: an id that allowed reuse at bind must have the port to itself to listen.
+  int listen_conflict(const Id& id) const {
+    for (const auto& [h, other] : ids_)
+      if (other.bound && &other != &id)
+        if (int err = port_conflict(binding(id), binding(other), false)) return err;
+    return 0;
+  }
+
+  void close_sock(Id& id) {
+    if (id.sock >= 0) sys_close(id.sock);
+    id.sock = -1;
   }
 
   // A command that names an id: nullptr (EINVAL) when it is short or the id unknown.
@@ -524,8 +550,8 @@ private:
   std::map<std::uint32_t, Id> ids_;
   std::uint32_t next_handle_ = 1;
   int daemon_fd_ = -1;
-  std::deque<Msg> replies_;
-  const uiwarp_provider_ops* provider_ = nullptr;
+  std::deque<proto::Packet> replies_;
+  const ProviderOps* provider_ = nullptr;
 
 public:
   int do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::size_t n,
@@ -544,7 +570,7 @@ template <class Cmd> Id* Ucma::read_id_cmd(const std::uint8_t* in, std::size_t n
 
 // CONNECT's and ACCEPT's rdma_ucm_conn_param, as uiwarpd needs it: the private data for the
 // MPA frame, and IRD/ORD (responder_resources/initiator_depth) for RFC 6581's negotiation.
-void set_conn_param(Msg& m, const rdma_ucm_conn_param& p) {
+template <class M> void set_conn_param(M& m, const rdma_ucm_conn_param& p) {
   m.private_data.assign(p.private_data,
                         p.private_data +
                             std::min<std::size_t>(p.private_data_len, RDMA_MAX_PRIVATE_DATA));
@@ -566,6 +592,8 @@ ssize_t Ucma::command(int fd, const void* buf, std::size_t len) {
   std::size_t in = std::min<std::size_t>(hdr.in, len - sizeof hdr);
   std::unique_lock<std::mutex> lock(mu_);
   int err = do_command(fd, hdr.cmd, static_cast<const std::uint8_t*>(buf) + sizeof hdr, in, lock);
+  if (err && !(hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT && err == EAGAIN))
+    log::debug("rdma_cm", "command " + std::to_string(hdr.cmd) + ": " + std::strerror(err));
   if (err) {
     errno = err;
     return -1;
@@ -617,10 +645,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     if (!id) return EINVAL;
     sockaddr_storage a = from_abi(&c.addr, sizeof c.addr);
     if (!a.ss_family) return EAFNOSUPPORT;
-    id->src = a;
-    id->dev = device_for(a);
-    if (!id->dev) return EADDRNOTAVAIL; // no uiwarp device on that address's netdev
-    return 0;
+    return bind_id(*id, a);
   }
   case RDMA_USER_CM_CMD_BIND: {
     rdma_ucm_bind c;
@@ -628,9 +653,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     if (!id) return EINVAL;
     sockaddr_storage a = from_abi(&c.addr, std::min<std::size_t>(c.addr_size, sizeof c.addr));
     if (!a.ss_family) return EAFNOSUPPORT; // AF_IB: librdmacm then uses the IP commands
-    id->src = a;
-    id->dev = device_for(a);
-    return id->dev ? 0 : EADDRNOTAVAIL;
+    return bind_id(*id, a);
   }
   case RDMA_USER_CM_CMD_RESOLVE_IP:
   case RDMA_USER_CM_CMD_RESOLVE_ADDR: {
@@ -652,27 +675,28 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     Id* id = find(handle);
     if (!id) return EINVAL;
     if (!dst.ss_family) return EAFNOSUPPORT;
-    if (!src.ss_family && id->src.ss_family) src = id->src;
+    // resolve_prepare_src: an unbound id is bound first (to `src`, or to the wildcard of the
+    // destination's family), so its port is taken now and rdma_get_src_port reports it.
+    if (!id->bound)
+      if (int err = bind_id(*id, src.ss_family ? src : any_addr(dst.ss_family))) return err;
+    if (id->src.ss_family != dst.ss_family) return EINVAL;
+    src = id->src;
     // The route's source address, as the kernel's routing picks it: uiwarpd asks rtnetlink.
     int status = 0;
-    if (!src.ss_family || is_wildcard(src)) {
-      std::uint16_t port = src.ss_family ? port_of(src) : 0;
-      Msg m;
-      m.type = MsgType::Resolve;
-      m.id = handle;
-      m.dst = dst;
-      status = to_daemon(m);
+    if (is_wildcard(src)) {
+      std::uint16_t port = port_of(src);
+      status = to_daemon(proto::Resolve{handle, dst});
       if (!status) {
-        auto r = await(MsgType::ResolveReply, handle, lock);
+        auto p = await<proto::ResolveReply>(handle, lock);
         id = find(handle);
         if (!id) return EINVAL;
-        if (!r) {
+        if (!p) {
           status = ETIMEDOUT;
-        } else if (r->status) {
-          status = r->status;
-          std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+        } else if (const auto& r = std::get<proto::ResolveReply>(p->msg); r.status) {
+          status = r.status;
+          log_error(r.netdev); // the reason
         } else {
-          src = r->src;
+          src = r.src;
         }
       }
       set_port(src, port);
@@ -757,42 +781,49 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
   case RDMA_USER_CM_CMD_LISTEN: {
     rdma_ucm_listen c;
     Id* id = read_id_cmd(in, n, &c);
-    if (!id || !id->src.ss_family) return EINVAL;
-    if (id->listening) return 0;
-    Msg m;
-    m.type = MsgType::Listen;
-    m.id = c.id;
-    m.src = id->src;
-    m.backlog = c.backlog;
-    m.tos = id->tos;
-    m.afonly = id->afonly;
-    if (int err = to_daemon(m)) return err;
-    auto r = await(MsgType::ListenReply, c.id, lock);
-    id = find(c.id);
-    if (!r) return ETIMEDOUT;
     if (!id) return EINVAL;
-    if (r->status) {
-      std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
-      return r->status;
-    }
-    id->src = r->src;
+    if (id->listening) return 0;
+    if (id->child || id->connecting || id->connected) return EINVAL;
+    // rdma_listen on an unbound id binds it to the IPv4 wildcard and an ephemeral port.
+    if (!id->bound)
+      if (int err = bind_id(*id, any_addr(AF_INET))) return err;
+    if (id->reuseaddr)
+      if (int err = listen_conflict(*id)) return err;
+    if (id->sock < 0) return EINVAL;
+    // The listening socket is the application's (it holds the port); uiwarpd accepts on it.
+    if (::listen(id->sock, static_cast<int>(c.backlog ? c.backlog : 128))) return errno;
+    // Listening from now on: uiwarpd may pass a connection request before its reply reaches
+    // this thread (the reader thread handles both in order, this thread wakes later).
     id->listening = id->iw = true;
-    return 0;
+    int err = to_daemon(proto::Listen{c.id, id->src, c.backlog, id->tos}, id->sock);
+    std::optional<proto::Packet> p;
+    if (!err) {
+      p = await<proto::ListenReply>(c.id, lock);
+      err = !p ? ETIMEDOUT : std::get<proto::ListenReply>(p->msg).status;
+    }
+    id = find(c.id);
+    if (!id) return EINVAL;
+    if (err) {
+      id->listening = false;
+      if (p) log_error(std::get<proto::ListenReply>(p->msg).reason);
+    }
+    return err;
   }
   case RDMA_USER_CM_CMD_CONNECT: {
     rdma_ucm_connect c;
     Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
-    Msg m;
-    m.type = MsgType::Connect;
+    proto::Connect m;
     m.id = c.id;
     m.src = id->src;
     m.dst = id->dst;
     set_conn_param(m, c.conn_param);
     m.tos = id->tos;
+    if (id->sock < 0) return EINVAL;
     id->qp_num = c.conn_param.qp_num;
     id->connecting = id->iw = true;
-    if (int err = to_daemon(m)) {
+    // uiwarpd connects the id's own socket, from the port the id was bound to.
+    if (int err = to_daemon(m, id->sock)) {
       id->connecting = false;
       return err;
     }
@@ -805,33 +836,31 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     id->uid = c.uid; // from now on the child's events carry its own uid
     id->qp_num = c.conn_param.qp_num;
     id->accepted = true;
-    Msg m;
-    m.type = MsgType::Accept;
+    proto::Accept m;
     m.token = id->token;
     set_conn_param(m, c.conn_param);
     if (int err = to_daemon(m)) return err;
-    auto r = await(MsgType::AcceptReply, id->token, lock);
+    auto p = await<proto::AcceptReply>(id->token, lock);
     id = find(c.id);
-    int fd = r ? static_cast<int>(r->backlog) : -1;
+    const proto::AcceptReply* r = p ? &std::get<proto::AcceptReply>(p->msg) : nullptr;
+    int fd = p ? p->fd : -1;
     if (!r || !id || r->status) {
       if (fd >= 0) sys_close(fd);
-      if (r && !r->reason.empty()) std::fprintf(stderr, "uiwarp: %s\n", r->reason.c_str());
+      if (r && !r->reason.empty()) log_error(r->reason);
       return !r ? ETIMEDOUT : !id ? EINVAL : r->status;
     }
     std::uint32_t handle = c.id;
     if (int err = attach(id->qp_num, fd, r->params, lock)) return err;
     id = find(handle);
     if (!id) return EINVAL;
-    id->connected = true;
-    queue(*id, RDMA_CM_EVENT_ESTABLISHED, 0);
+    connected(*id);
     return 0;
   }
   case RDMA_USER_CM_CMD_REJECT: {
     rdma_ucm_reject c;
     Id* id = read_id_cmd(in, n, &c);
     if (!id || !id->child || id->accepted) return EINVAL;
-    Msg m;
-    m.type = MsgType::Reject;
+    proto::Reject m;
     m.token = id->token;
     m.private_data.assign(c.private_data,
                           c.private_data +
@@ -844,7 +873,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     Id* id = read_id_cmd(in, n, &c);
     if (!id) return EINVAL;
     if (!id->connected) return ENOTCONN;
-    const uiwarp_provider_ops* ops = provider_;
+    const ProviderOps* ops = provider_;
     std::uint32_t qpn = id->qp_num;
     lock.unlock();
     int err = ops ? ops->disconnect(qpn) : ENODEV;
@@ -867,12 +896,31 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
       if (c.optlen != 1) return EINVAL;
       id->tos = *static_cast<const std::uint8_t*>(val);
       return 0;
-    case RDMA_OPTION_ID_AFONLY:
+    case RDMA_OPTION_ID_AFONLY: { // rdma_set_afonly: before the id listens or connects
       if (c.optlen != sizeof(int)) return EINVAL;
-      id->afonly = *static_cast<const int*>(val) != 0;
+      if (id->listening || id->connecting || id->connected || id->child) return EINVAL;
+      int afonly = *static_cast<const int*>(val) != 0;
+      // IPV6_V6ONLY cannot change on a bound socket: bind the port again with it.
+      if (id->sock >= 0 && id->src.ss_family == AF_INET6 && afonly != id->afonly) {
+        sockaddr_storage a = id->src;
+        close_sock(*id);
+        int s = bound_socket(a, afonly);
+        if (s < 0) {
+          id->bound = false;
+          return errno;
+        }
+        id->sock = s;
+      }
+      id->afonly = afonly;
       return 0;
-    case RDMA_OPTION_ID_REUSEADDR: // uiwarpd's listeners always reuse addresses
-      return c.optlen == sizeof(int) ? 0 : EINVAL;
+    }
+    case RDMA_OPTION_ID_REUSEADDR: { // rdma_set_reuseaddr
+      if (c.optlen != sizeof(int)) return EINVAL;
+      bool reuse = *static_cast<const int*>(val) != 0;
+      if ((reuse && id->listening) || (!reuse && id->bound)) return EINVAL;
+      id->reuseaddr = reuse;
+      return 0;
+    }
     case RDMA_OPTION_ID_ACK_TIMEOUT: // an IB transport timer; TCP keeps its own
       return c.optlen == 1 ? 0 : EINVAL;
     default: return ENOSYS;
@@ -933,12 +981,17 @@ void fix_stat(struct stat* st) {
 
 } // namespace uiwarp::ucma
 
-extern "C" __attribute__((visibility("default"))) void
-uiwarp_shim_register_provider(const uiwarp_provider_ops* ops) {
-  uiwarp::ucma::Ucma::get().register_provider(ops);
+namespace uiwarp::ucma {
+namespace {
+void qp_event(std::uint32_t qp_num, QpEvent event, const char* reason) noexcept {
+  Ucma::get().qp_event(qp_num, event, reason);
 }
+constexpr ShimOps kShimOps = {kProviderAbi, qp_event};
+} // namespace
+} // namespace uiwarp::ucma
 
-extern "C" __attribute__((visibility("default"))) void
-uiwarp_shim_qp_event(std::uint32_t qp_num, uiwarp_qp_event event, const char* reason) {
-  uiwarp::ucma::Ucma::get().qp_event(qp_num, event, reason);
+// The shim's half of the provider hand-shake (provider_api.hpp).
+extern "C" __attribute__((visibility("default"))) const uiwarp::ShimOps*
+uiwarp_shim_register_provider(const uiwarp::ProviderOps* ops) noexcept {
+  return uiwarp::ucma::Ucma::get().register_provider(ops) ? &uiwarp::ucma::kShimOps : nullptr;
 }

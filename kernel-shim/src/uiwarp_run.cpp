@@ -12,15 +12,15 @@
 //
 // Where the files come from: if uiwarp-run runs from the build tree (the directory of
 // /proc/self/exe is the one CMake built it in), the build tree's shim and provider
-// (${CMAKE_BINARY_DIR}/providers/uiwarp/libuiwarp-rdmav34.so); otherwise the installed ones
-// (${libdir}/uiwarp/libuiwarp-shim.so, ${libdir}/libibverbs/libuiwarp-rdmav34.so). The
+// (${CMAKE_BINARY_DIR}/providers/uiwarp/libuiwarp-rdmav<PABI>.so); otherwise the installed ones
+// (${libdir}/uiwarp/libuiwarp-shim.so, ${libdir}/libibverbs/libuiwarp-rdmav<PABI>.so). The
 // environment variables UIWARP_SHIM and UIWARP_PROVIDER (absolute paths) override either. If the
 // installed provider is missing but /etc/libibverbs.d/uiwarp.driver exists, RDMAV_DRIVERS is left
 // alone and libibverbs loads the provider through its driver file.
 //
 // Exit status: CMD's, or 125 if uiwarp-run itself fails, 126 if CMD cannot be run, 127 if it is
 // not found (as env(1) and timeout(1) do).
-#include "daemon_socket.hpp"
+#include "uiwarp/daemon_socket.hpp"
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarp_paths.hpp"
@@ -39,7 +39,7 @@
 namespace {
 
 constexpr int kExitFail = 125;
-constexpr const char* kProviderSuffix = "-rdmav34.so";
+constexpr const char* kProviderSuffix = UIWARP_PROVIDER_SUFFIX;
 
 void usage(FILE* f) {
   std::fprintf(f, "usage: uiwarp-run [--] CMD [ARGS...]\n"

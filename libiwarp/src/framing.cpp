@@ -2,6 +2,7 @@
 #include "iwarp/framing.hpp"
 
 #include "iwarp/crc32c.hpp"
+#include "iwarp/place.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -26,6 +27,12 @@ void TxFrame::add_internal(ConstBytes b) {
   total_ += b.size();
 }
 
+void TxFrame::reserve(std::size_t max_ulpdu, bool markers, std::size_t payload_pieces) {
+  // Header, payload, PAD+CRC; each marker adds itself and splits one piece in two.
+  std::size_t n = 4 + payload_pieces;
+  if (markers) n += 2 * ((kMpaLenField + max_ulpdu + 3 + kCrcLen) / kMarkerSpacing + 2);
+  pieces_.reserve(n);
+}
 void TxFrame::add_external(ConstBytes b) {
   if (b.empty()) return;
   pieces_.push_back({b.data(), 0, static_cast<std::uint32_t>(b.size())});
@@ -203,6 +210,10 @@ MutBytes FpduRx::next() {
     dest_ = scratch_;
     return dest_;
   }
+  if (sink_ && sink_->ulpdu_hold()) {
+    dest_ = {};
+    return dest_;
+  }
   if (markers_ && (in_marker_ || pos_ % kMarkerSpacing == 0)) {
     if (!in_marker_) {
       in_marker_ = true;
@@ -331,8 +342,10 @@ std::size_t FpduRx::feed(ConstBytes in) {
   };
   while (!in.empty()) {
     MutBytes d = next();
+    if (d.empty()) break; // held
     std::size_t n = std::min(d.size(), in.size());
-    std::memcpy(d.data(), in.data(), n);
+    place_bytes(d.data(), in.data(), n); // a program may watch these octets land
+
     if (crc_deferred_) {
       if (state_ == State::Crc || error_) {
         flush(); // before advance() compares the CRC
@@ -348,7 +361,7 @@ std::size_t FpduRx::feed(ConstBytes in) {
   }
   flush();
   crc_deferred_ = false;
-  return total;
+  return total - in.size();
 }
 
 } // namespace iwarp

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "iwarp/memory.hpp"
 
+#include <mutex>
+
 namespace iwarp {
 
 namespace {
@@ -50,6 +52,7 @@ std::uint8_t MemoryTable::next_key() { return static_cast<std::uint8_t>(rng_() &
 
 std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t base,
                                std::uint64_t length, std::uint32_t access) {
+  std::unique_lock lock(mu_);
   std::uint32_t index;
   std::uint8_t old_key = 0;
   bool reused = false;
@@ -79,6 +82,7 @@ std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t 
 std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32_t pd,
                                                  std::byte* host, std::uint64_t base,
                                                  std::uint64_t length, std::uint32_t access) {
+  std::unique_lock lock(mu_);
   if (!find(stag)) return std::nullopt;
   MemoryRegion& r = regions_[index_of(stag)];
   std::uint8_t key = next_key();
@@ -88,6 +92,7 @@ std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32
 }
 
 bool MemoryTable::remove(std::uint32_t stag) {
+  std::unique_lock lock(mu_);
   if (!find(stag)) return false;
   std::uint32_t index = index_of(stag);
   // Keep the dead STag's value (host == nullptr marks the slot free) so that the
@@ -100,13 +105,37 @@ bool MemoryTable::remove(std::uint32_t stag) {
   return true;
 }
 
+std::optional<MemError> MemoryTable::invalidate(std::uint32_t stag, std::uint32_t pd,
+                                                std::uint32_t qp) {
+  std::unique_lock lock(mu_);
+  const MemoryRegion* r = find(stag);
+  if (!r || !r->valid) return MemError::InvalidStag;
+  if (r->pd != pd || (r->qp != 0 && r->qp != qp)) return MemError::NotAssociated;
+  regions_[index_of(stag)].valid = false;
+  return std::nullopt;
+}
+
 bool MemoryTable::invalidate(std::uint32_t stag) {
+  std::unique_lock lock(mu_);
   if (!find(stag)) return false;
   regions_[index_of(stag)].valid = false;
   return true;
 }
 
+std::optional<MemoryRegion> MemoryTable::lookup(std::uint32_t stag) const {
+  std::shared_lock lock(mu_);
+  const MemoryRegion* r = find(stag);
+  if (!r) return std::nullopt;
+  return *r;
+}
+
+std::size_t MemoryTable::size() const {
+  std::shared_lock lock(mu_);
+  return live_;
+}
+
 bool MemoryTable::associate(std::uint32_t stag, std::uint32_t qp) {
+  std::unique_lock lock(mu_);
   if (!find(stag)) return false;
   regions_[index_of(stag)].qp = qp;
   return true;
@@ -123,6 +152,7 @@ MemoryTable::Resolved MemoryTable::resolve(std::uint32_t stag, std::uint32_t pd,
                                            std::uint64_t to, std::uint64_t len,
                                            std::uint32_t need) const {
   // RFC 5041 §7.1 / RFC 5040 §7.2 order: STag, association, rights, bounds, wrap.
+  std::shared_lock lock(mu_);
   const MemoryRegion* r = find(stag);
   if (!r || !r->valid) return {nullptr, MemError::InvalidStag};
   if (r->pd != pd || (r->qp != 0 && r->qp != qp)) return {nullptr, MemError::NotAssociated};

@@ -46,20 +46,21 @@ std::string_view qp_state_name(QpState s) {
   return "?";
 }
 
-QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulpdu) {
+QpConfig qp_config_from(const ConnParams& p, std::size_t mulpdu) {
   QpConfig c;
-  c.version = mpa.version;
-  c.crc = mpa.crc;
-  c.markers_tx = mpa.markers_tx;
-  c.markers_rx = mpa.markers_rx;
-  c.mulpdu = std::clamp(mulpdu, kMinMulpdu, kMaxUlpdu);
-  c.ird = mpa.ird;
-  c.ord = mpa.ord;
-  c.large_fpdu = mpa.large_fpdu;
-  c.initiator = role == MpaRole::Initiator;
-  if (mpa.p2p) {
+  c.version = p.version;
+  c.crc = p.crc;
+  c.markers_tx = p.markers_tx;
+  c.markers_rx = p.markers_rx;
+  c.ird = p.ird;
+  c.ord = p.ord;
+  c.large_fpdu = p.large_fpdu;
+  // The peer takes FPDUs of any size (siw's flag): send the largest RFC 5044 allows.
+  c.mulpdu = p.large_fpdu ? kMaxUlpdu : std::clamp(mulpdu, kMinMulpdu, kMaxUlpdu);
+  c.initiator = p.initiator;
+  if (p.p2p) {
     if (c.initiator)
-      c.rtr = mpa.rtr;
+      c.rtr = p.rtr;
     else
       c.expect_rtr = true;
   }
@@ -68,34 +69,82 @@ QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulp
 
 // ---- SharedRecvQueue -------------------------------------------------------------
 
-PostError SharedRecvQueue::post(RecvWr wr) {
+PostError SharedRecvQueue::post(const RecvWr& wr) {
+  if (wr.sgl.size() > kMaxSge) return PostError::InvalidArgument;
+  std::lock_guard lock(mu_);
   if (q_.size() >= depth_) return PostError::QueueFull;
-  q_.push_back(std::move(wr));
+  q_.push_slot() = wr;
   return PostError::None;
 }
 
 std::optional<RecvWr> SharedRecvQueue::take() {
+  std::lock_guard lock(mu_);
   if (q_.empty()) return std::nullopt;
-  RecvWr wr = std::move(q_.front());
+  RecvWr wr = q_.front();
   q_.pop_front();
   return wr;
 }
 
-std::deque<RecvWr> SharedRecvQueue::drain() { return std::exchange(q_, {}); }
+std::size_t SharedRecvQueue::size() const {
+  std::lock_guard lock(mu_);
+  return q_.size();
+}
+
+std::uint32_t SharedRecvQueue::depth() const {
+  std::lock_guard lock(mu_);
+  return depth_;
+}
+
+PostError SharedRecvQueue::set_depth(std::uint32_t depth) {
+  std::lock_guard lock(mu_);
+  if (depth == 0 || depth < q_.size()) return PostError::InvalidArgument;
+  q_.reserve(depth); // an SRQ is resized rarely; the posts that follow do not allocate
+  depth_ = depth;
+  return PostError::None;
+}
+
+std::vector<RecvWr> SharedRecvQueue::drain() {
+  std::lock_guard lock(mu_);
+  std::vector<RecvWr> out;
+  for (const RecvWr& w : q_)
+    out.push_back(w);
+  q_.clear();
+  return out;
+}
 
 // ---- Qp ----------------------------------------------------------------------------
+
+namespace {
+// Messages of an SRQ-fed QP that may be partly received at once: our peers send one
+// message at a time; more means a peer that interleaves Sends to drain the SRQ (HX-104).
+constexpr std::size_t kSrqMessagesInFlight = 64;
+// Frames queued ahead of the socket (see qp_tx.cpp), plus a Terminate.
+constexpr std::size_t kFrameSlots = 32;
+} // namespace
 
 Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
     : cfg_(config), mem_(mem), srq_(srq), tx_(config.crc, config.markers_tx),
       tx_allowed_(config.initiator),
       rx_(config.crc, config.markers_rx, config.large_fpdu ? kMaxUlpduLargeFpdu : kMaxUlpdu) {
   cfg_.mulpdu = std::clamp(cfg_.mulpdu, kMinMulpdu, kMaxUlpdu);
+  cfg_.max_sge = std::min<std::uint32_t>(cfg_.max_sge, kMaxSge);
+  cfg_.max_inline = std::min<std::uint32_t>(cfg_.max_inline, kMaxInline);
   rx_.set_sink(this);
   // RFC 6581 §5 (EMPA-012): the initiator's RTR precedes every other FPDU.
   rtr_pending_ = cfg_.initiator && cfg_.rtr.has_value();
+  // Every queue is sized once, here: nothing on the data path allocates.
+  sq_.reserve(std::max<std::uint32_t>(cfg_.sq_depth, 1));
+  rq_.reserve(srq_ ? kSrqMessagesInFlight : std::max<std::uint32_t>(cfg_.rq_depth, 1));
+  orq_.reserve(cfg_.ord + 1u); // + the RTR's zero-length Read
+  irq_.reserve(std::max<std::uint16_t>(cfg_.ird, 1));
+  cq_.reserve(sq_.capacity() + rq_.capacity());
+  frames_.reserve(kFrameSlots);
+  for (std::size_t i = 0; i < frames_.capacity(); ++i)
+    frames_.push_slot().frame.reserve(cfg_.mulpdu, cfg_.markers_tx);
+  frames_.clear();
 }
 
-PostError Qp::post_send(SendWr wr) {
+PostError Qp::post_send(const SendWr& wr) {
   const bool ext =
       wr.opcode == WrOpcode::ImmediateData || wr.opcode == WrOpcode::RdmaWriteImmediate ||
       wr.opcode == WrOpcode::AtomicFetchAdd || wr.opcode == WrOpcode::AtomicCompareSwap;
@@ -105,12 +154,15 @@ PostError Qp::post_send(SendWr wr) {
                             wr.opcode == WrOpcode::AtomicFetchAdd ||
                             wr.opcode == WrOpcode::AtomicCompareSwap;
   if (outbound_req && cfg_.ord == 0) return PostError::InvalidArgument;
-  if (!wr.inline_data.empty()) wr.is_inline = true; // inline_data replaces the SGL
+  const bool is_inline = wr.is_inline || !wr.inline_data.empty(); // replaces the SGL
   if (wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
-  if (wr.is_inline && (wr.inline_data.size() > cfg_.max_inline || wr.opcode == WrOpcode::RdmaRead))
+  if (is_inline && (wr.inline_data.size() > cfg_.max_inline || wr.opcode == WrOpcode::RdmaRead))
     return PostError::InvalidArgument;
   if (sq_.size() >= cfg_.sq_depth) return PostError::QueueFull;
-  sq_.push_back(SqEntry{std::move(wr)});
+  SqEntry& e = sq_.push_slot();
+  e = SqEntry{};
+  e.wr = wr;
+  e.wr.is_inline = is_inline;
   if (state_ != QpState::Rts) {
     // Posting outside RTS completes the WR with a flush error (verbs semantics).
     sq_.back().done = true;
@@ -120,7 +172,7 @@ PostError Qp::post_send(SendWr wr) {
   return PostError::None;
 }
 
-PostError Qp::post_recv(RecvWr wr) {
+PostError Qp::post_recv(const RecvWr& wr) {
   if (srq_ || wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
   if (rq_.size() >= cfg_.rq_depth) return PostError::QueueFull;
   // Closed still receives until the peer's FIN (which flushes rq_), so only then
@@ -133,7 +185,8 @@ PostError Qp::post_recv(RecvWr wr) {
   std::uint64_t cap = 0;
   for (const Sge& s : wr.sgl)
     cap += s.length;
-  rq_.emplace_back(std::move(wr), cap);
+  rq_.push_slot() = RqEntry(wr, cap);
+  rx_retry(); // a Send may be waiting for this buffer
   return PostError::None;
 }
 

@@ -5,6 +5,7 @@
 // payload placed, straight into registered memory or the receive buffer.
 #include "iwarp/qp.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace iwarp {
@@ -74,7 +75,7 @@ std::optional<TermCode> Qp::ulpdu_begin(std::size_t len) {
   return std::nullopt;
 }
 
-MutBytes Qp::span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max) {
+MutBytes Qp::span_dest(std::span<const MutBytes> spans, std::uint64_t off, std::size_t max) {
   for (MutBytes s : spans) {
     if (off < s.size())
       return s.subspan(static_cast<std::size_t>(off))
@@ -225,12 +226,12 @@ std::optional<TermCode> Qp::check_tagged() {
 Qp::RqEntry* Qp::rq_entry(std::uint32_t k) {
   // An SRQ lends a buffer only for the next message, so a far-future MSN
   // cannot drain it (HX-104).
-  if (srq_ && k == rq_.size()) {
+  if (srq_ && k == rq_.size() && rq_.size() < rq_.capacity()) {
     if (auto wr = srq_->take()) {
       std::uint64_t cap = 0;
       for (const Sge& s : wr->sgl)
         cap += s.length;
-      rq_.emplace_back(std::move(*wr), cap);
+      rq_.push_slot() = RqEntry(*wr, cap);
     }
   }
   return k < rq_.size() ? &rq_[k] : nullptr;
@@ -251,6 +252,10 @@ std::optional<TermCode> Qp::check_untagged() {
     if (!w) {
       // HX-059 / HX-060: the next MSN with no buffer, or an MSN out of range.
       bool next = k == rq_.size();
+      if (next && cfg_.hold_for_buffer && !hold_expired_ && rq_.size() < rq_.capacity()) {
+        rx_hold_ = true; // rx_retry() or rx_hold_expired() continues
+        return std::nullopt;
+      }
       return reject(next ? term::ddp_untagged_no_buffer : term::ddp_untagged_msn_range,
                     (next ? "no receive buffer posted for " : "MSN out of range in ") +
                         describe(seg_));
@@ -268,6 +273,13 @@ std::optional<TermCode> Qp::check_untagged() {
       return reject(term::ddp_untagged_too_long,
                     describe(seg_) + " of " + std::to_string(len) + " octets overflows the " +
                         std::to_string(w->capacity) + "-octet receive buffer");
+    // HX-063 (R): the segment with L=1 ends the message; nothing may reach beyond it.
+    const std::uint64_t end = seg_.mo + msg_bytes;
+    if ((w->last_seen && end > w->length) || (seg_.last && end < w->placed_end))
+      return reject(term::ddp_untagged_invalid_mo,
+                    describe(seg_) + " is inconsistent with the message's other segments (" +
+                        std::to_string(w->placed_end) + " octets placed)");
+    w->placed_end = std::max(w->placed_end, end);
     if (!w->resolved) {
       for (const Sge& s : w->wr.sgl) {
         if (s.length == 0) continue;
@@ -306,6 +318,20 @@ std::optional<TermCode> Qp::check_untagged() {
     return std::nullopt;
   }
   return std::nullopt;
+}
+
+void Qp::rx_retry() {
+  if (!rx_hold_) return;
+  rx_hold_ = false;
+  if (check_untagged()) rx_rejected_ = true; // holds again while there is still no buffer
+}
+
+void Qp::rx_hold_expired() {
+  if (!rx_hold_) return;
+  rx_hold_ = false;
+  hold_expired_ = true;
+  if (check_untagged()) rx_rejected_ = true;
+  hold_expired_ = false;
 }
 
 void Qp::ulpdu_end(std::optional<TermCode> error) {
@@ -396,15 +422,14 @@ std::optional<TermCode> Qp::deliver_send() {
   rx_wqe_ = nullptr;
   if (info.invalidate) {
     // RFC 5040 §5.3 (SD-005): invalidate before completing; HX-083 / HX-084 / HX-085.
-    const MemoryRegion* r = mem_.find(seg_.inval_stag);
-    if (!r || !r->valid)
-      return reject(term::rdmap_invalid_stag,
-                    "Send with Invalidate names an invalid STag in " + describe(seg_));
-    if (r->pd != cfg_.pd || (r->qp != 0 && r->qp != cfg_.qp_id))
+    if (auto err = mem_.invalidate(seg_.inval_stag, cfg_.pd, cfg_.qp_id)) {
+      if (*err == MemError::InvalidStag)
+        return reject(term::rdmap_invalid_stag,
+                      "Send with Invalidate names an invalid STag in " + describe(seg_));
       return reject(term::rdmap_stag_cannot_invalidate,
                     "Send with Invalidate names an STag of another PD or stream in " +
                         describe(seg_));
-    mem_.invalidate(seg_.inval_stag);
+    }
     w->invalidated = seg_.inval_stag;
   }
   if (seg_.op() == Opcode::ImmediateData || seg_.op() == Opcode::ImmediateDataSe) {

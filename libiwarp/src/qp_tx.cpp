@@ -16,8 +16,8 @@ constexpr std::size_t kMaxQueuedFrames = 16;
 constexpr std::uint64_t kMaxMessage = 0xffffffffull; // RFC 5041 §5.2: length < 2^32
 } // namespace
 
-std::optional<WcStatus> Qp::resolve_local(const std::vector<Sge>& sgl, std::uint32_t need,
-                                          std::vector<ConstBytes>& out, std::uint64_t& total) {
+std::optional<WcStatus> Qp::resolve_local(const Sgl& sgl, std::uint32_t need, Pieces& out,
+                                          std::uint64_t& total) {
   total = 0;
   for (const Sge& s : sgl) {
     if (s.length == 0) continue;
@@ -43,8 +43,11 @@ void Qp::queue_terminate(const TerminateHeader& t) {
   std::array<std::byte, kUntaggedHdrLen + kTerminateMaxLen> buf{};
   h.encode(buf.data());
   t.encode(buf.data() + kUntaggedHdrLen);
-  QueuedFrame& f = frames_.emplace_back();
+  QueuedFrame& f = frames_.push_slot();
   tx_.frame(ConstBytes(buf).first(kUntaggedHdrLen + t.encoded_size()), {}, f.frame);
+  f.completes = nullptr;
+  f.owned.clear();
+  f.owned_off = 0;
   f.is_terminate = true;
   terminate_queued_ = true;
 }
@@ -192,7 +195,7 @@ bool Qp::start_next_message() {
   }
   case WrOpcode::RdmaRead: {
     Outstanding o(&e);
-    std::vector<ConstBytes> sink;
+    Pieces sink;
     std::uint64_t len = 0;
     if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
       return local_error(*err, "RDMA Read sink: " + std::string(wc_status_name(*err)));
@@ -219,7 +222,7 @@ bool Qp::start_next_message() {
   case WrOpcode::AtomicFetchAdd:
   case WrOpcode::AtomicCompareSwap: {
     Outstanding o(&e);
-    std::vector<ConstBytes> sink;
+    Pieces sink;
     std::uint64_t len = 0;
     if (auto err = resolve_local(wr.sgl, access::kLocalWrite, sink, len))
       return local_error(*err, "atomic result buffer: " + std::string(wc_status_name(*err)));
@@ -258,7 +261,7 @@ bool Qp::start_next_message() {
   return true;
 }
 
-void Qp::segment_payload(TxMsg& m, std::size_t max, std::vector<ConstBytes>& out) {
+void Qp::segment_payload(TxMsg& m, std::size_t max, Pieces& out) {
   while (max > 0 && m.piece < m.payload.size()) {
     ConstBytes p = m.payload[m.piece].subspan(m.piece_off);
     std::size_t n = std::min(max, p.size());
@@ -291,7 +294,7 @@ bool Qp::build_frame() {
     h.mo = static_cast<std::uint32_t>(m.sent);
   h.last = m.sent + seg == m.length;
 
-  std::vector<ConstBytes> payload;
+  Pieces payload;
   if (m.read_response && seg > 0) {
     // Re-validate the source each segment: the consumer may have deregistered it.
     const ReadRequestHeader& rr = *m.read_response;
@@ -309,16 +312,11 @@ bool Qp::build_frame() {
     segment_payload(m, seg, payload);
   }
 
-  hdr_scratch_.resize(hdr_len);
   h.encode(hdr_scratch_.data());
   std::copy(m.rdmap_hdr.begin(), m.rdmap_hdr.end(), hdr_scratch_.begin() + h.size());
 
-  QueuedFrame& f = frames_.emplace_back();
-  if (!spare_frames_.empty()) {
-    f = std::move(spare_frames_.back());
-    spare_frames_.pop_back();
-  }
-  tx_.frame(hdr_scratch_, payload, f.frame);
+  QueuedFrame& f = frames_.push_slot(); // its TxFrame keeps the buffers of earlier frames
+  tx_.frame(ConstBytes(hdr_scratch_).first(hdr_len), payload, f.frame);
   f.completes = nullptr;
   f.is_terminate = false;
   f.owned.clear();
@@ -369,7 +367,6 @@ void Qp::tx_advance(std::size_t n) {
       terminate_sent_ = true;
       state_ = QpState::Error;
     }
-    if (spare_frames_.size() < kMaxQueuedFrames) spare_frames_.push_back(std::move(f));
     frames_.pop_front();
   }
   complete_sq();

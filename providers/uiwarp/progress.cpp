@@ -1,327 +1,261 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// The data path's I/O edge: sockets of connected QPs, driven by one progress
-// thread per context (epoll) and by posting threads, which transmit directly
-// when the socket has room. libiwarp says where each received octet goes, so
-// payload is read from the socket straight into registered memory; headers
-// arrive through a small staging buffer to save system calls.
+// The progress thread: one per context, epoll over the connected QPs' sockets, for the
+// work no application thread does — programs that block on completion channels, a CQ
+// nobody polls, RDMA Read Responses and Terminates owed while the application sleeps,
+// Writes into memory a program spins on.
+//
+// A busy poller never needs it: polling a CQ drives the sockets of its QPs in the caller's
+// thread (Cq::drive). A QP whose polls keep coming back empty in a tight loop is parked:
+// the progress thread stops watching its socket, so the two do not wake and contend for
+// every message. It is unparked as soon as a poll hands out a completion (the program may
+// now do something else, such as spin on memory an RDMA Write fills), by a timer when the
+// polls stop (kIdleNs), when one of its CQs is armed for an event, or at once when its
+// socket reports an error.
+//
+// A QP is reached through the pointer epoll hands back, with a reference held while epoll
+// or the timer list has it; references are dropped between batches of events, never while
+// a batch might still name the QP.
 #include "provider.hpp"
-#include "uiwarp/provider_api.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
-#include <cstring>
-#include <dlfcn.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <cstdlib>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 namespace uiwarp {
 
 namespace {
 
-// Spans at least this large are read straight into place; smaller ones (headers,
-// pad, CRC, short payloads) come through the staging buffer.
-constexpr std::size_t kDirectRead = 2048;
-constexpr std::size_t kStaging = 4096;
-// Work per QP per wake-up, so one busy connection does not starve the others.
-constexpr std::size_t kRxBudget = 4 << 20;
-constexpr int kMaxIov = 256;
+// Empty polls closer together than this form a streak; a streak this long parks the QP.
+constexpr std::int64_t kPollGapNs = 10'000;
+constexpr std::uint32_t kParkStreak = 16;
+// A parked QP that nobody polled for this long is taken back; the timer ticks as often.
+constexpr std::int64_t kIdleNs = 2'000'000;
+constexpr int kTickMs = 2;
 
-using ShimEvent = void (*)(std::uint32_t, enum uiwarp_qp_event, const char*);
+bool cq_armed(Qp* qp) {
+  return qp->send_cq()->armed.load(std::memory_order_relaxed) ||
+         qp->recv_cq()->armed.load(std::memory_order_relaxed);
+}
 
-ShimEvent shim_event() {
-  static ShimEvent fn = reinterpret_cast<ShimEvent>(::dlsym(RTLD_DEFAULT, "uiwarp_shim_qp_event"));
-  return fn;
+// How long a Send may wait for a receive buffer (QpConfig::hold_for_buffer).
+std::int64_t hold_ns() {
+  static const std::int64_t ns = [] {
+    const char* v = std::getenv("UIWARP_RECV_WAIT_MS");
+    long ms = v && *v ? std::strtol(v, nullptr, 10) : 2000;
+    return static_cast<std::int64_t>(std::max(ms, 0L)) * 1'000'000;
+  }();
+  return ns;
 }
 
 } // namespace
 
-// ---- Qp I/O --------------------------------------------------------------------------
-
-void Qp::push_tx() {
-  if (!engine || fd < 0 || want_write) return;
-  std::vector<iwarp::ConstBytes>& pieces = tx_pieces;
-  iovec iov[kMaxIov];
-  for (;;) {
-    pieces.clear();
-    engine->tx_gather(pieces, kMaxIov);
-    if (pieces.empty()) break;
-    for (std::size_t i = 0; i < pieces.size(); ++i)
-      iov[i] = {const_cast<std::byte*>(pieces[i].data()), pieces[i].size()};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = pieces.size();
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        want_write = true;
-        if (ctx()->progress) ctx()->progress->update(this);
-      } else {
-        engine->on_peer_closed(false);
-        peer_closed = true;
-      }
-      break;
-    }
-    engine->tx_advance(static_cast<std::size_t>(n));
-  }
-}
-
-void Qp::pull_rx() {
-  if (!engine || fd < 0 || peer_closed) return;
-  if (staging.empty()) staging.resize(kStaging);
-  std::size_t budget = kRxBudget;
-  bool drained = false;
-  for (;;) {
-    if (staged_pos < staged_end) {
-      // feed() places the staged octets and CRCs them in runs, not per field.
-      engine->rx_feed(iwarp::ConstBytes(staging).subspan(staged_pos, staged_end - staged_pos));
-      staged_pos = staged_end;
-      continue;
-    }
-    iwarp::MutBytes dst = engine->rx_next();
-    // Staged octets are used up before the budget counts: epoll cannot see them.
-    // After a short read the socket is empty; level-triggered epoll calls again,
-    // so the extra recv() that would only say EAGAIN is skipped.
-    if (budget == 0 || drained) break;
-    // A large span is read straight into place; whatever follows it (CRC, the
-    // next header) lands in the staging buffer in the same system call.
-    bool direct = dst.size() >= kDirectRead;
-    iovec iov[2];
-    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{staging.data(), staging.size()};
-    iov[1] = {staging.data(), staging.size()};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = direct ? 2 : 1;
-    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) {
-        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
-        peer_closed = true;
-      }
-      break;
-    }
-    if (n == 0) {
-      engine->on_peer_closed(true);
-      peer_closed = true;
-      break;
-    }
-    auto got = static_cast<std::size_t>(n);
-    budget -= std::min(budget, got);
-    drained = got < iov[0].iov_len + (direct ? iov[1].iov_len : 0);
-    std::size_t placed = direct ? std::min(got, dst.size()) : 0;
-    if (placed) engine->rx_advance(placed);
-    staged_pos = 0;
-    staged_end = got - placed;
-  }
-}
-
-void Qp::after_io() {
-  if (!engine) return;
-  reap();
-  if (srq && srq->limit && srq->q->size() < srq->limit) {
-    srq->limit = 0; // one event per arming (IB semantics)
-    ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&srq->ibv),
-                            IBV_EVENT_SRQ_LIMIT_REACHED);
-  }
-  iwarp::QpState s = engine->state();
-  if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
-    if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
-      state = IBV_QPS_ERR;
-      vqp.qp.state = IBV_QPS_ERR;
-      if (!peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
-        ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
-    }
-  }
-  if (engine->wants_disconnect() && !fin_sent && fd >= 0) {
-    // Graceful close done or Terminate written: FIN (RFC 5040 §6.2.1).
-    ::shutdown(fd, SHUT_WR);
-    fin_sent = true;
-  }
-  if (!event_reported && (peer_closed || s == iwarp::QpState::Error) &&
-      (s == iwarp::QpState::Error || s == iwarp::QpState::Closed)) {
-    event_reported = true;
-    bool graceful = peer_closed && engine->error() &&
-                    engine->error()->code == iwarp::term::mpa_tcp_closed && engine->error()->remote;
-    std::string why = engine->error() ? engine->error()->message : "connection closed";
-    if (ShimEvent ev = shim_event())
-      ev(vqp.qp.qp_num, graceful ? UIWARP_QP_DISCONNECTED : UIWARP_QP_ERROR, why.c_str());
-  }
-}
-
-void Qp::detach() {
-  if (fd >= 0) {
-    if (Context* c = ctx(); c->progress) c->progress->remove(this);
-    ::close(fd);
-  }
-  fd = -1;
-  engine.reset();
-  want_write = fin_sent = peer_closed = event_reported = false;
-  staged_pos = staged_end = 0;
-}
-
-Qp::~Qp() { detach(); }
-
-// ---- Progress ------------------------------------------------------------------------
-
-Progress::Progress(Context* ctx) : ctx_(ctx) {
+Progress::Progress() {
   epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  stopfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (epfd_ < 0 || stopfd_ < 0) return;
+  wakefd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (epfd_ < 0 || wakefd_ < 0) {
+    if (epfd_ >= 0) ::close(epfd_);
+    epfd_ = -1;
+    return;
+  }
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ev.data.u64 = 0; // QPNs start at 0x100, so 0 is the stop fd
-  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, stopfd_, &ev);
+  ev.data.ptr = nullptr; // the wake-up eventfd
+  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
   thread_ = std::thread([this] { run(); });
 }
 
 Progress::~Progress() {
   stop_ = true;
-  if (stopfd_ >= 0) {
-    std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(stopfd_, &one, sizeof one);
-  }
+  kick();
   if (thread_.joinable()) thread_.join();
+  for (Qp* qp : timers_)
+    qp->unref();
+  for (Qp* qp : released_)
+    qp->unref();
   if (epfd_ >= 0) ::close(epfd_);
-  if (stopfd_ >= 0) ::close(stopfd_);
+  if (wakefd_ >= 0) ::close(wakefd_);
+}
+
+void Progress::kick() {
+  std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = ::write(wakefd_, &one, sizeof one);
 }
 
 int Progress::add(Qp* qp) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
-  ev.data.u64 = qp->vqp.qp.qp_num;
-  return ::epoll_ctl(epfd_, EPOLL_CTL_ADD, qp->fd, &ev) ? errno : 0;
+  ev.data.ptr = qp;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, qp->fd, &ev)) return errno;
+  qp->ref();
+  qp->in_epoll = true;
+  qp->watched = ev.events;
+  return 0;
 }
 
-void Progress::remove(Qp* qp) { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, qp->fd, nullptr); }
+void Progress::remove(Qp* qp) {
+  if (!qp->in_epoll) return;
+  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, qp->fd, nullptr);
+  qp->in_epoll = false;
+  release(qp);
+}
 
-void Progress::update(Qp* qp) {
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP;
-  if (qp->want_write) ev.events |= EPOLLOUT;
-  ev.data.u64 = qp->vqp.qp.qp_num;
-  ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->fd, &ev);
+void Progress::release(Qp* qp) {
+  {
+    std::lock_guard lock(timers_mu_);
+    released_.push_back(qp);
+  }
+  kick();
+}
+
+void Progress::sync(Qp* qp) {
+  if (!qp->in_epoll) return;
+  if (qp->peer_closed || !qp->connected()) {
+    remove(qp); // nothing more will come; a closed socket would report EPOLLRDHUP forever
+    return;
+  }
+  const bool held = qp->engine->rx_held();
+  std::uint32_t want = 0;
+  if (!qp->parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
+  // Room in a full socket is this thread's to use, parked or not: pollers do not retry it.
+  if (qp->want_write) want |= EPOLLOUT;
+  if (want != qp->watched) {
+    epoll_event ev{};
+    ev.events = want;
+    ev.data.ptr = qp;
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->fd, &ev);
+    qp->watched = want;
+  }
+  if ((qp->parked || held) && !qp->timed) add_timer(qp);
+}
+
+void Progress::set_parked(Qp* qp, bool parked) {
+  if (qp->parked.load(std::memory_order_relaxed) == parked) return;
+  qp->parked = parked;
+  for (Cq* cq : {qp->send_cq(), qp->recv_cq()})
+    cq->parked.fetch_add(parked ? 1 : -1, std::memory_order_relaxed);
+  sync(qp);
+}
+
+void Progress::polled(Qp* qp, std::int64_t now, bool empty) {
+  if (!empty) {
+    qp->poll_streak = 0;
+    set_parked(qp, false);
+  } else {
+    qp->poll_streak =
+        now - qp->polled_ns.load(std::memory_order_relaxed) < kPollGapNs ? qp->poll_streak + 1 : 0;
+    if (qp->poll_streak >= kParkStreak && !cq_armed(qp)) set_parked(qp, true);
+  }
+  qp->polled_ns.store(now, std::memory_order_relaxed);
+}
+
+void Progress::add_timer(Qp* qp) {
+  qp->timed = true;
+  qp->ref();
+  std::lock_guard lock(timers_mu_);
+  timers_.push_back(qp);
 }
 
 void Progress::run() {
   epoll_event evs[64];
   while (!stop_) {
-    int n = ::epoll_wait(epfd_, evs, 64, -1);
+    int n = ::epoll_wait(epfd_, evs, 64, timeout_ms());
     if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < n; ++i) {
-      if (evs[i].data.u64 == 0) continue; // stop
-      std::lock_guard<CtxMutex> lock(ctx_->mu);
-      Qp* qp = find_qp(static_cast<std::uint32_t>(evs[i].data.u64));
-      if (!qp || qp->ctx() != ctx_ || qp->fd < 0) continue;
-      if (evs[i].events & EPOLLOUT) {
-        qp->want_write = false;
-        update(qp);
+    const std::int64_t now = mono_ns();
+    if (n > 0) take_events(n, evs, now);
+    check_timers(now);
+    // Only now, with no event of this batch left to look at, may references go.
+    std::vector<Qp*> drop;
+    {
+      std::lock_guard lock(timers_mu_);
+      drop.swap(released_);
+    }
+    for (Qp* qp : drop)
+      qp->unref();
+  }
+}
+
+void Progress::take_events(int n, const epoll_event* evs, std::int64_t now) {
+  for (int i = 0; i < n; ++i) {
+    auto* qp = static_cast<Qp*>(evs[i].data.ptr);
+    if (!qp) {
+      std::uint64_t v;
+      [[maybe_unused]] ssize_t r = ::read(wakefd_, &v, sizeof v);
+      continue;
+    }
+    std::lock_guard lock(qp->mu);
+    if (!qp->connected()) continue;
+    if (qp->parked) {
+      // Room in its socket, an error or a hang-up reach a parked QP: send what waits for
+      // the room; take the QP back on an error or hang-up.
+      if (now - qp->polled_ns.load(std::memory_order_relaxed) < kIdleNs &&
+          !(evs[i].events & (EPOLLERR | EPOLLHUP))) {
+        if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable);
+        continue;
       }
-      qp->pull_rx();
-      qp->push_tx();
-      qp->after_io();
-      if (qp->peer_closed) remove(qp); // nothing more will come; avoid EPOLLRDHUP spins
+      set_parked(qp, false);
+    }
+    qp->drive(Driver::Progress);
+  }
+}
+
+int Progress::timeout_ms() {
+  std::lock_guard lock(timers_mu_);
+  return timers_.empty() && released_.empty() ? -1 : kTickMs;
+}
+
+void Progress::check_timers(std::int64_t now) {
+  std::vector<Qp*> list;
+  {
+    std::lock_guard lock(timers_mu_);
+    if (timers_.empty()) return;
+    list.swap(timers_);
+  }
+  std::vector<Qp*> keep, done;
+  for (Qp* qp : list) {
+    {
+      // A QP whose lock is taken is being driven right now (a poller spinning on its CQ
+      // holds it most of the time): look again at the next tick rather than wait here,
+      // which would hold up every other QP's events behind that poller.
+      std::unique_lock lock(qp->mu, std::try_to_lock);
+      if (!lock) {
+        keep.push_back(qp);
+        continue;
+      }
+      if (qp->connected()) {
+        if (qp->parked &&
+            (now - qp->polled_ns.load(std::memory_order_relaxed) >= kIdleNs || cq_armed(qp))) {
+          set_parked(qp, false); // level-triggered epoll reports what is already waiting
+          qp->drive(Driver::Progress);
+        }
+        if (qp->held_since_ns && now - qp->held_since_ns >= hold_ns()) {
+          qp->engine->rx_hold_expired(); // HX-059: the Terminate after all
+          qp->drive(Driver::Progress);
+        }
+      }
+      qp->timed = qp->connected() && (qp->parked || qp->held_since_ns);
+      (qp->timed ? keep : done).push_back(qp);
     }
   }
+  {
+    std::lock_guard lock(timers_mu_);
+    timers_.insert(timers_.end(), keep.begin(), keep.end());
+  }
+  for (Qp* qp : done)
+    qp->unref();
 }
 
-// ---- the CM's entry points (provider_api.h) ---------------------------------------------
-
-namespace {
-
-int attach(std::uint32_t qp_num, int fd, const uiwarp_conn_params* p) {
-  Qp* qp = find_qp(qp_num);
-  if (!qp) return ENOENT;
-  Context* ctx = qp->ctx();
-  std::lock_guard<CtxMutex> lock(ctx->mu);
-  if (qp->engine || (qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR)) return EINVAL;
-  if (!ctx->progress) {
-    ctx->progress = std::make_unique<Progress>(ctx);
-    if (!ctx->progress->ok()) {
-      ctx->progress.reset();
-      return ENOMEM;
-    }
-  }
-  iwarp::QpConfig c;
-  c.qp_id = qp_num;
-  c.pd = qp->pd_id;
-  c.version = static_cast<std::uint8_t>(p->version);
-  c.crc = p->crc;
-  c.markers_tx = p->markers_tx;
-  c.markers_rx = p->markers_rx;
-  c.ird = static_cast<std::uint16_t>(std::min<std::uint32_t>(p->ird, Limits::kMaxOrdIrd));
-  c.ord = static_cast<std::uint16_t>(std::min<std::uint32_t>(p->ord, Limits::kMaxOrdIrd));
-  c.initiator = p->initiator;
-  if (p->rtr >= 0) {
-    if (c.initiator)
-      c.rtr = static_cast<iwarp::RtrType>(p->rtr);
-    else
-      c.expect_rtr = true;
-  }
-  c.large_fpdu = p->large_fpdu != 0;
-  std::size_t mulpdu = p->mulpdu;
-  if (!mulpdu && c.large_fpdu) {
-    // The peer takes FPDUs of any size (siw's flag): send the largest RFC 5044 allows.
-    mulpdu = iwarp::kMaxUlpdu;
-  } else if (!mulpdu) {
-    // MPA-040: MULPDU from the EMSS (TCP MSS), markers included.
-    int mss = 0;
-    socklen_t len = sizeof mss;
-    if (::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) || mss <= 0) mss = 1460;
-    mulpdu = iwarp::mulpdu_for_emss(static_cast<std::size_t>(mss), p->markers_tx);
-  }
-  c.mulpdu = mulpdu;
-  c.sq_depth = std::max<std::uint32_t>(qp->cap.max_send_wr, 1);
-  c.rq_depth = std::max<std::uint32_t>(qp->cap.max_recv_wr, 1);
-  c.max_sge = std::max(qp->cap.max_send_sge, qp->cap.max_recv_sge);
-  c.max_inline = qp->cap.max_inline_data;
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  qp->engine = std::make_unique<iwarp::Qp>(c, ctx->mem, qp->srq ? qp->srq->q.get() : nullptr);
-  for (iwarp::RecvWr& r : qp->pending_recv)
-    qp->engine->post_recv(std::move(r));
-  qp->pending_recv.clear();
-  qp->fd = fd;
-  qp->state = IBV_QPS_RTS;
-  qp->vqp.qp.state = IBV_QPS_RTS;
-  if (int err = ctx->progress->add(qp)) {
-    qp->engine.reset();
-    qp->fd = -1;
-    qp->state = IBV_QPS_ERR;
-    return err;
-  }
-  qp->push_tx(); // the RTR, if P2P (RFC 6581 §9.2)
-  qp->after_io();
+int Context::start_progress() {
+  std::lock_guard lock(mu);
+  if (progress) return 0;
+  auto p = std::make_unique<Progress>();
+  if (!p->ok()) return ENOMEM;
+  progress = std::move(p);
   return 0;
 }
-
-int disconnect(std::uint32_t qp_num) {
-  Qp* qp = find_qp(qp_num);
-  if (!qp) return ENOENT;
-  std::lock_guard<CtxMutex> lock(qp->ctx()->mu);
-  if (!qp->engine) return ENOTCONN;
-  qp->engine->close();
-  qp->push_tx();
-  qp->after_io();
-  return 0;
-}
-
-const uiwarp_provider_ops kProviderOps = {UIWARP_PROVIDER_ABI, attach, disconnect};
-
-__attribute__((constructor)) void register_with_shim() {
-  using Register = void (*)(const uiwarp_provider_ops*);
-  if (auto reg = reinterpret_cast<Register>(::dlsym(RTLD_DEFAULT, "uiwarp_shim_register_provider")))
-    reg(&kProviderOps);
-}
-
-} // namespace
 
 Context::~Context() { progress.reset(); }
 

@@ -1,21 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// Provider objects: each wraps the libibverbs object it hands out (first member,
-// so container_of is an offset of 0) and the libiwarp state behind it.
+// Provider objects: each wraps the libibverbs object it hands out (first member, so a
+// downcast is a cast) and the libiwarp state behind it.
 #pragma once
 
 #include "iwarp/memory.hpp"
 #include "iwarp/qp.hpp"
+#include "qp_lock.hpp"
 #include "verbs_abi.h"
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <infiniband/verbs.h>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <string>
+#include <sys/epoll.h>
 #include <thread>
 #include <vector>
 
@@ -41,11 +43,6 @@ struct Limits {
   static constexpr std::uint32_t kVendorPartId = 0x7770; // "wp"
 };
 
-template <class Outer, class Inner> Outer* container_of(Inner* p, Inner Outer::*member) {
-  auto off = reinterpret_cast<std::size_t>(&(static_cast<Outer*>(nullptr)->*member));
-  return reinterpret_cast<Outer*>(reinterpret_cast<char*>(p) - off);
-}
-
 struct Device {
   verbs_device vdev; // first: libibverbs frees it through uninit_device
   std::string netdev;
@@ -58,43 +55,26 @@ struct Device {
 
 struct Cq;
 struct Qp;
+struct Srq;
 class Progress;
 
-// The context lock. It spins briefly before sleeping: the progress thread
-// holds it for a few microseconds per wake-up, and a posting thread that went
-// to sleep on it paid a futex wake-up and two context switches per message
-// (ib_write_lat: about one futex call per post, most of the typical latency).
-class CtxMutex {
-public:
-  void lock() {
-    for (int i = 0; i < kSpins; ++i) {
-      if (mu_.try_lock()) return;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#elif defined(__aarch64__)
-      asm volatile("yield");
-#endif
-    }
-    mu_.lock();
-  }
-  bool try_lock() { return mu_.try_lock(); }
-  void unlock() { mu_.unlock(); }
-
-private:
-  static constexpr int kSpins = 2000; // a few tens of microseconds at most
-  std::recursive_mutex mu_;           // recursive: ibv_wr_start holds it over user code
-};
-
+// Locks, in the order they are taken (never an earlier one while holding a later one):
+//
+//   Cq::qps_mu (shared: pollers; exclusive: QP create/destroy)
+//     -> Qp::mu (the send queue, receive queue, engine and socket of one QP)
+//       -> Srq::qps_mu, and the SharedRecvQueue's and MemoryTable's own locks (libiwarp)
+//         -> Cq::mu (the completion ring)
+//
+// Context::mu only guards object counts and the progress thread's start; it is never held
+// on the data path nor while another of these is taken. The progress thread reaches a QP
+// through the pointer epoll hands it (Qp::refs keeps the QP alive meanwhile): nothing on
+// the data path looks a QP up in a shared map.
 struct Context {
-  verbs_context vctx; // ibv_context is its LAST member: use container_of
+  verbs_context vctx; // ibv_context is its LAST member: see of()
   Device* dev = nullptr;
   int async_wfd = -1; // libibverbs reads async events from vctx.context.async_fd
-  // The one lock of a context's protocol state: the STag table, every QP
-  // engine and SRQ. Engines resolve STags into host memory while reg/dereg
-  // change the table, and SRQs feed several engines. CQs have their own lock,
-  // always taken last.
-  CtxMutex mu;
-  iwarp::MemoryTable mem;
+  std::mutex mu;
+  iwarp::MemoryTable mem; // the STag table, behind its own reader-writer lock
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
   int (*comp_channel_wfd)(int) = nullptr; // from libuiwarp-shim.so
@@ -108,6 +88,8 @@ struct Context {
   }
   // Queues an async event (IBV_EVENT_*) for ibv_get_async_event.
   void post_async_event(std::uint64_t element, std::uint32_t type);
+  // Starts the progress thread unless it runs: 0 or ENOMEM.
+  int start_progress();
 };
 
 // Objects that others depend on count their users: destroying one in use is
@@ -134,94 +116,165 @@ struct Cq {
   // Written under `mu`; read without it by pollers to return at once when empty,
   // so a spinning poller does not keep taking the lock the producer needs.
   std::atomic<std::size_t> count{0};
-  bool armed = false;
+  std::atomic<bool> armed{false}; // written under `mu`; read by the progress thread
   bool solicited_only = false;
   bool overflowed = false;
   std::uint64_t wc_flags_ex = 0; // ibv_cq_init_attr_ex.wc_flags
   ibv_wc current{};              // the entry an extended poll is on
   std::atomic<int> users{0};     // QPs
+  // The QPs a poll of this CQ drives (it is their send or receive CQ), and how many of
+  // them are parked (progress.cpp).
+  std::shared_mutex qps_mu;
+  std::vector<Qp*> qps;
+  std::atomic<int> parked{0};
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
   Context* ctx() { return Context::of(vcq.cq.context); }
   // Adds completions; signals the channel if armed (and solicited, when asked).
   void push(const ibv_wc& wc, bool solicited);
+  // Progress in the caller's thread: moves the bytes of this CQ's QPs that no other thread
+  // is driving right now, and so their completions into the ring.
+  void drive();
+  // A poll hands out completions: parked QPs go back to the progress thread.
+  void unpark();
 };
 
 struct Srq {
   ibv_srq ibv;
-  std::unique_ptr<iwarp::SharedRecvQueue> q;
+  std::unique_ptr<iwarp::SharedRecvQueue> q; // its own lock
   std::uint32_t max_sge = 0;
-  std::uint32_t limit = 0; // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
+  std::atomic<std::uint32_t> limit{0}; // IBV_EVENT_SRQ_LIMIT_REACHED threshold, 0 = disarmed
   std::uint32_t pd_id = 0;
   std::atomic<int> users{0}; // QPs
+  std::mutex qps_mu;         // the QPs it feeds, whose waiting Sends a post may release
+  std::vector<Qp*> qps;
 };
+
+// Who drives a QP's socket (Qp::drive), which decides how much it does:
+//   Post      a post: transmits what the socket takes now; reads nothing.
+//   Poll      an application thread polling a CQ (Cq::drive, which leaves a socket that has
+//             been quiet and was tried a moment ago alone: rx_quiet_until): reads; never
+//             retries a full socket (the progress thread waits for EPOLLOUT instead of a
+//             failing sendmsg per poll).
+//   Release   a post of a receive buffer a held Send waits for: reads what followed it.
+//   Writable  the progress thread, told of room in a parked QP's full socket: transmits.
+//   Progress  the progress thread: reads up to its budget, retries a full socket.
+enum class Driver : std::uint8_t { Post, Poll, Release, Writable, Progress };
 
 struct Qp {
   verbs_qp vqp;
+  QpLock mu;
+  // The verbs handle holds one reference; the progress thread holds one while it watches
+  // the socket and one while the QP is on its timer list. The last one frees the QP.
+  std::atomic<int> refs{1};
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET;
   int access = 0;
   std::uint32_t pd_id = 0;
   Srq* srq = nullptr;
-  std::deque<iwarp::RecvWr> pending_recv; // posted before the connection exists
-  std::unique_ptr<iwarp::Qp> engine;      // created when the CM connects the QP
+  iwarp::Ring<iwarp::RecvWr> pending_recv; // posted before the connection exists
+  std::unique_ptr<iwarp::Qp> engine;       // created when the CM connects the QP
 
-  // The connection (after the CM attached it; see progress.cpp).
+  // The connection (after the CM attached it; see qp_io.cpp).
   int fd = -1;
-  bool want_write = false; // socket full: wait for EPOLLOUT
+  bool want_write = false; // the socket was full
   bool fin_sent = false;
   bool peer_closed = false;
   bool event_reported = false;
-  std::vector<std::byte> staging; // small reads (headers) land here first
+  // Headers and short payloads are read through here, many frames per system call;
+  // uninitialised, so an idle connection's pages are never touched (qp_io.cpp).
+  static constexpr std::size_t kStaging = 64 << 10;
+  std::unique_ptr<std::byte[]> staging;
   std::size_t staged_pos = 0, staged_end = 0;
-  std::vector<iwarp::ConstBytes>
-      tx_pieces; // push_tx's gather list, kept to avoid a malloc per post
+  std::vector<iwarp::ConstBytes> tx_pieces; // push_tx's gather list, sized once
+  // Pollers' receive back-off (qp_io.cpp): the last read that returned bytes, and until when
+  // polls leave a quiet socket alone.
+  std::int64_t rx_data_ns = 0;
+  std::atomic<std::int64_t> rx_quiet_until{0}; // read without the lock by Cq::drive
 
-  // ibv_wr_* (extended send API): the WR being built and the batch.
-  std::vector<iwarp::SendWr> wr_batch;
+  // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
+  // parks the QP (the progress thread stops watching its socket); the progress thread
+  // takes it back once the polling stops, a CQ is armed, or the socket reports an error.
+  std::atomic<std::int64_t> polled_ns{0}; // the last poll that drove (or skipped) the QP
+  std::uint32_t poll_streak = 0;          // polls in a row close together
+  std::atomic<bool> parked{false};
+  std::atomic<std::int64_t> held_since_ns{0}; // a Send has waited for a buffer since then
+  bool in_epoll = false;                      // the progress thread's epoll has the socket...
+  std::uint32_t watched = 0;                  // ...with these events
+  bool timed = false;                         // on the progress thread's timer list
+
+  // ibv_wr_* (extended send API): the batch being built, sized for the send queue.
+  iwarp::Ring<iwarp::SendWr> wr_batch;
   int wr_error = 0;
 
   static Qp* of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
   static Qp* of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
-  ibv_qp* ibv() { return &vqp.qp; }
   Context* ctx() { return Context::of(vqp.qp.context); }
-  // Moves the engine's completions to the CQs (qp lock held).
+  Cq* send_cq() { return Cq::of(vqp.qp.send_cq); }
+  Cq* recv_cq() { return Cq::of(vqp.qp.recv_cq); }
+  bool connected() const { return engine && fd >= 0; }
+
+  void ref() { refs.fetch_add(1, std::memory_order_relaxed); }
+  void unref(); // frees the QP with the last reference
+
+  // With `mu` held (qp_io.cpp):
+  // Moves bytes both ways (as much as `who` does, see Driver) and completions to the CQs,
+  // then tells the progress thread what to watch.
+  void drive(Driver who);
+  // Moves the engine's completions to the CQs.
   void reap();
   // Flushes everything outstanding (QP to ERR).
   void flush();
-  // Transmits what the engine has ready, from the calling thread (context lock
-  // held); arms EPOLLOUT if the socket is full.
-  void push_tx();
-  // Reads and processes what the socket has (progress thread).
-  void pull_rx();
+  // Transmits what the engine has ready; notes a full socket, which is tried again only
+  // with `retry_full` (pollers and the progress thread, not every post).
+  void push_tx(bool retry_full);
+  // Reads and processes what the socket has, up to `budget` octets; false if the socket
+  // had nothing.
+  bool pull_rx(std::size_t budget);
   // After I/O: completions, close handling, events to the CM.
   void after_io();
   // Drops the connection and the engine (QP to RESET, destroy).
   void detach();
-  ~Qp();
 };
 
-// QPN -> QP registry for the CM (verbs_qp.cpp).
+// QPN -> QP registry for the CM (verbs_qp.cpp); not used on the data path. The QP comes
+// with a reference taken (unref() it), so a concurrent destroy_qp cannot free it.
 Qp* find_qp(std::uint32_t qp_num);
 
-// Per-context progress thread: epoll over the connected QPs' sockets.
+// Monotonic nanoseconds (the vDSO's clock_gettime: no system call).
+std::int64_t mono_ns();
+
+// Per-context progress thread: epoll over the connected QPs' sockets, for what no polling
+// thread does (see progress.cpp).
 class Progress {
 public:
-  explicit Progress(Context* ctx);
+  Progress();
   ~Progress();
   bool ok() const { return epfd_ >= 0; }
-  int add(Qp* qp);
-  void remove(Qp* qp);
-  void update(Qp* qp); // re-arm EPOLLOUT interest after want_write changed
+  int add(Qp* qp);     // qp->mu held; takes a reference
+  void remove(Qp* qp); // qp->mu held; the reference goes once the thread is done with it
+  void sync(Qp* qp);   // qp->mu held: watch what the QP's state asks for
+  // qp->mu held: a poll drove the QP at `now` and its CQ was `empty` after it. Empty polls
+  // in a tight loop park the QP (a poller drives it for now); a fruitful one unparks it.
+  void polled(Qp* qp, std::int64_t now, bool empty);
+  void set_parked(Qp* qp, bool parked); // qp->mu held
+  void kick();                          // look at the parked and waiting QPs now
 
 private:
   void run();
-  Context* ctx_;
+  void take_events(int n, const epoll_event* evs, std::int64_t now);
+  void check_timers(std::int64_t now);
+  int timeout_ms();
+  void add_timer(Qp* qp); // qp->mu held
+  void release(Qp* qp);   // drops a reference after the current batch of events
   int epfd_ = -1;
-  int stopfd_ = -1;
+  int wakefd_ = -1;
   std::atomic<bool> stop_{false};
+  std::mutex timers_mu_; // timers_ and released_
+  std::vector<Qp*> timers_;
+  std::vector<Qp*> released_;
   std::thread thread_;
 };
 
@@ -231,43 +284,49 @@ ibv_wc_opcode wc_opcode(iwarp::WcOpcode o);
 ibv_wc to_ibv_wc(const iwarp::Completion& c, std::uint32_t qp_num);
 std::uint32_t to_iwarp_access(int ibv_access);
 
-// Verbs, grouped by file (verbs_device.cpp, verbs_mem.cpp, verbs_cq.cpp, verbs_qp.cpp).
-int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*, size_t);
-int query_port(ibv_context*, uint8_t, ibv_port_attr*);
-void async_event(ibv_context*, ibv_async_event*);
+// Verbs, grouped by file (verbs_device.cpp, verbs_mem.cpp, verbs_cq.cpp, verbs_qp.cpp,
+// verbs_srq.cpp). noexcept: they are called from libibverbs' C frames, so nothing may unwind.
+int query_device_ex(ibv_context*, const ibv_query_device_ex_input*, ibv_device_attr_ex*,
+                    size_t) noexcept;
+int query_port(ibv_context*, uint8_t, ibv_port_attr*) noexcept;
+void async_event(ibv_context*, ibv_async_event*) noexcept;
 
-ibv_pd* alloc_pd(ibv_context*);
-int dealloc_pd(ibv_pd*);
-ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int);
-int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int);
-int dereg_mr(verbs_mr*);
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type);
+ibv_pd* alloc_pd(ibv_context*) noexcept;
+int dealloc_pd(ibv_pd*) noexcept;
+ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int) noexcept;
+int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int) noexcept;
+int dereg_mr(verbs_mr*) noexcept;
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) noexcept;
 
-ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int);
-ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*);
-int destroy_cq(ibv_cq*);
-int resize_cq(ibv_cq*, int);
-int poll_cq(ibv_cq*, int, ibv_wc*);
-int req_notify_cq(ibv_cq*, int);
-void cq_event(ibv_cq*);
-int modify_cq(ibv_cq*, ibv_modify_cq_attr*);
+ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int) noexcept;
+ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*) noexcept;
+int destroy_cq(ibv_cq*) noexcept;
+int resize_cq(ibv_cq*, int) noexcept;
+int poll_cq(ibv_cq*, int, ibv_wc*) noexcept;
+int req_notify_cq(ibv_cq*, int) noexcept;
+void cq_event(ibv_cq*) noexcept;
+int modify_cq(ibv_cq*, ibv_modify_cq_attr*) noexcept;
 
-ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*);
-ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*);
-int modify_qp(ibv_qp*, ibv_qp_attr*, int);
-int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*);
-int destroy_qp(ibv_qp*);
-int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**);
-int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**);
+ibv_qp* create_qp(ibv_pd*, ibv_qp_init_attr*) noexcept;
+ibv_qp* create_qp_ex(ibv_context*, ibv_qp_init_attr_ex*) noexcept;
+int modify_qp(ibv_qp*, ibv_qp_attr*, int) noexcept;
+int query_qp(ibv_qp*, ibv_qp_attr*, int, ibv_qp_init_attr*) noexcept;
+int destroy_qp(ibv_qp*) noexcept;
+int post_send(ibv_qp*, ibv_send_wr*, ibv_send_wr**) noexcept;
+int post_recv(ibv_qp*, ibv_recv_wr*, ibv_recv_wr**) noexcept;
 
-ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*);
-ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*);
-int modify_srq(ibv_srq*, ibv_srq_attr*, int);
-int query_srq(ibv_srq*, ibv_srq_attr*);
-int destroy_srq(ibv_srq*);
-int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**);
+ibv_srq* create_srq(ibv_pd*, ibv_srq_init_attr*) noexcept;
+ibv_srq* create_srq_ex(ibv_context*, ibv_srq_init_attr_ex*) noexcept;
+int modify_srq(ibv_srq*, ibv_srq_attr*, int) noexcept;
+int query_srq(ibv_srq*, ibv_srq_attr*) noexcept;
+int destroy_srq(ibv_srq*) noexcept;
+int post_srq_recv(ibv_srq*, ibv_recv_wr*, ibv_recv_wr**) noexcept;
 
-// One-line reason on stderr for a verb that iWARP cannot honour (once per cause).
+// Why a verb that iWARP cannot honour failed, once per cause (a warning, log.hpp).
 void explain(const char* what);
+
+struct ShimOps;
+// The shim's ops, once the provider registered with it (cm_attach.cpp); nullptr without one.
+const ShimOps* shim();
 
 } // namespace uiwarp

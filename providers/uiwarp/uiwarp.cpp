@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// libuiwarp-rdmav34.so: the libibverbs provider. Device discovery and context
+// libuiwarp-rdmav<PABI>.so: the libibverbs provider. Device discovery and context
 // set-up; the verbs live in verbs_*.cpp and the ops table below maps them.
 #include "provider.hpp"
+#include "uiwarp/log.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
@@ -21,7 +23,7 @@ namespace uiwarp {
 
 namespace {
 
-void free_context(ibv_context* ibctx);
+void free_context(ibv_context* ibctx) noexcept;
 
 // One alphabetised table; verbs iWARP has no use for stay NULL, so libibverbs
 // answers them with EOPNOTSUPP.
@@ -59,7 +61,7 @@ const verbs_context_ops kOps = {
     .resize_cq = resize_cq,
 };
 
-void free_context(ibv_context* ibctx) {
+void free_context(ibv_context* ibctx) noexcept {
   Context* ctx = Context::of(ibctx);
   if (ctx->async_wfd >= 0) ::close(ctx->async_wfd);
   verbs_uninit_context(&ctx->vctx); // closes cmd_fd and async_fd
@@ -67,7 +69,7 @@ void free_context(ibv_context* ibctx) {
   std::free(ctx);
 }
 
-verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data*/) {
+verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data*/) noexcept {
   // libibverbs allocates sizeof(Context) zeroed and initialises vctx; we then
   // construct the C++ members around it.
   auto* raw = static_cast<Context*>(_verbs_init_and_alloc_context(
@@ -75,7 +77,15 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
       RDMA_DRIVER_UNKNOWN));
   if (!raw) return nullptr;
   verbs_context saved = raw->vctx;
-  Context* ctx = new (raw) Context;
+  Context* ctx;
+  try {
+    ctx = new (raw) Context; // the STag table allocates
+  } catch (const std::bad_alloc&) {
+    verbs_uninit_context(&raw->vctx);
+    std::free(raw);
+    errno = ENOMEM;
+    return nullptr;
+  }
   ctx->vctx = saved;
   ctx->dev = reinterpret_cast<Device*>(ibdev); // vdev.device is first in both
   int p[2];
@@ -96,17 +106,20 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
   return &ctx->vctx;
 }
 
-verbs_device* alloc_device(verbs_sysfs_dev* sysfs) {
-  auto* d = new (std::nothrow) Device{};
-  if (!d) return nullptr;
-  d->ibdev = sysfs->ibdev_name;
-  d->sysfs_path = sysfs->ibdev_path;
-  d->netdev = d->attr("uiwarp_netdev");
-  if (d->netdev.empty()) d->netdev = d->attr("ports/1/gid_attrs/ndevs/0");
-  return &d->vdev;
+verbs_device* alloc_device(verbs_sysfs_dev* sysfs) noexcept {
+  try {
+    auto* d = new Device{};
+    d->ibdev = sysfs->ibdev_name;
+    d->sysfs_path = sysfs->ibdev_path;
+    d->netdev = d->attr("uiwarp_netdev");
+    if (d->netdev.empty()) d->netdev = d->attr("ports/1/gid_attrs/ndevs/0");
+    return &d->vdev;
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
 }
 
-void uninit_device(verbs_device* vdev) { delete reinterpret_cast<Device*>(vdev); }
+void uninit_device(verbs_device* vdev) noexcept { delete reinterpret_cast<Device*>(vdev); }
 
 const verbs_match_ent kMatch[] = {
     {nullptr, {"rdma_device:*Nuiwarp*"}, 0, 0, VERBS_MATCH_MODALIAS},
@@ -126,7 +139,7 @@ const verbs_device_ops kDeviceOps = {
     .uninit_device = uninit_device,
 };
 
-__attribute__((constructor)) void register_driver() { verbs_register_driver_34(&kDeviceOps); }
+__attribute__((constructor)) void register_driver() { uiwarp_register_driver(&kDeviceOps); }
 
 } // namespace
 
@@ -148,13 +161,13 @@ void Context::post_async_event(std::uint64_t element, std::uint32_t type) {
   [[maybe_unused]] ssize_t n = ::write(async_wfd, &ev, sizeof ev);
 }
 
-void async_event(ibv_context*, ibv_async_event*) {}
+void async_event(ibv_context*, ibv_async_event*) noexcept {}
 
 void explain(const char* what) {
   static std::mutex mu;
   static std::set<std::string> said;
   std::lock_guard<std::mutex> lock(mu);
-  if (said.insert(what).second) std::fprintf(stderr, "uiwarp: %s\n", what);
+  if (said.insert(what).second) log::warn("provider", what);
 }
 
 } // namespace uiwarp

@@ -6,7 +6,9 @@
 #include "provider.hpp"
 
 #include <cerrno>
+#include <mutex>
 #include <new>
+#include <shared_mutex>
 #include <unistd.h>
 
 namespace uiwarp {
@@ -44,10 +46,12 @@ void load_current(Cq* cq) {
   cq->vcq.cq_ex.wr_id = cq->current.wr_id;
   cq->vcq.cq_ex.status = cq->current.status;
 }
-int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
+int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) noexcept {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = Cq::of(cqx);
+  if (cq->count.load(std::memory_order_acquire) == 0) cq->drive();
   if (cq->count.load(std::memory_order_acquire) == 0) return ENOENT;
+  cq->unpark();
   impl(cq)->poll_mu.lock();
   bool got;
   {
@@ -61,7 +65,7 @@ int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) {
   load_current(cq);
   return 0;
 }
-int next_poll(ibv_cq_ex* cqx) {
+int next_poll(ibv_cq_ex* cqx) noexcept {
   Cq* cq = Cq::of(cqx);
   {
     std::lock_guard<std::mutex> lock(cq->mu);
@@ -70,17 +74,17 @@ int next_poll(ibv_cq_ex* cqx) {
   load_current(cq);
   return 0;
 }
-void end_poll(ibv_cq_ex* cqx) { impl(Cq::of(cqx))->poll_mu.unlock(); }
-ibv_wc_opcode read_opcode(ibv_cq_ex* c) { return Cq::of(c)->current.opcode; }
-uint32_t read_vendor_err(ibv_cq_ex* c) { return Cq::of(c)->current.vendor_err; }
-uint32_t read_byte_len(ibv_cq_ex* c) { return Cq::of(c)->current.byte_len; }
-__be32 read_imm_data(ibv_cq_ex* c) { return Cq::of(c)->current.imm_data; }
-uint32_t read_qp_num(ibv_cq_ex* c) { return Cq::of(c)->current.qp_num; }
-uint32_t read_src_qp(ibv_cq_ex* c) { return Cq::of(c)->current.src_qp; }
-unsigned int read_wc_flags(ibv_cq_ex* c) { return Cq::of(c)->current.wc_flags; }
-uint32_t read_slid(ibv_cq_ex* c) { return Cq::of(c)->current.slid; }
-uint8_t read_sl(ibv_cq_ex* c) { return Cq::of(c)->current.sl; }
-uint8_t read_dlid_path_bits(ibv_cq_ex* c) { return Cq::of(c)->current.dlid_path_bits; }
+void end_poll(ibv_cq_ex* cqx) noexcept { impl(Cq::of(cqx))->poll_mu.unlock(); }
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.opcode; }
+uint32_t read_vendor_err(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.imm_data; }
+uint32_t read_qp_num(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.wc_flags; }
+uint32_t read_slid(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.slid; }
+uint8_t read_sl(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.dlid_path_bits; }
 
 Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
   if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe || comp_vector < 0 ||
@@ -90,7 +94,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
   }
   Context* ctx = Context::of(ibctx);
   {
-    std::lock_guard<CtxMutex> lock(ctx->mu);
+    std::lock_guard lock(ctx->mu);
     if (ctx->cqs >= Limits::kMaxCq) {
       errno = ENOMEM;
       return nullptr;
@@ -107,7 +111,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
   }
   if (!cq) {
-    std::lock_guard<CtxMutex> lock(ctx->mu);
+    std::lock_guard lock(ctx->mu);
     --ctx->cqs;
     errno = ENOMEM;
     return nullptr;
@@ -137,7 +141,8 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
     }
     ring[(head + count) % ring.size()] = wc;
     ++count;
-    if (armed && (!solicited_only || solicited || wc.status != IBV_WC_SUCCESS)) {
+    if (armed.load(std::memory_order_relaxed) &&
+        (!solicited_only || solicited || wc.status != IBV_WC_SUCCESS)) {
       armed = false;
       notify = true;
     }
@@ -153,12 +158,13 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
   }
 }
 
-ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+ibv_cq* create_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel,
+                  int comp_vector) noexcept {
   Cq* cq = new_cq(ibctx, cqe, channel, comp_vector);
   return cq ? &cq->vcq.cq : nullptr;
 }
 
-ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) {
+ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) noexcept {
   if (!attr || attr->comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS) ||
       (attr->wc_flags & ~kSupportedWcFlags) ||
       (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS && attr->flags)) {
@@ -188,23 +194,28 @@ ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) {
   return &x;
 }
 
-int destroy_cq(ibv_cq* ibcq) {
+int destroy_cq(ibv_cq* ibcq) noexcept {
   Cq* cq = Cq::of(ibcq);
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   delete impl(cq);
-  std::lock_guard<CtxMutex> lock(ctx->mu);
+  std::lock_guard lock(ctx->mu);
   --ctx->cqs;
   return 0;
 }
 
-int resize_cq(ibv_cq* ibcq, int cqe) {
+int resize_cq(ibv_cq* ibcq, int cqe) noexcept {
   Cq* cq = Cq::of(ibcq);
   std::lock_guard<std::mutex> lock(cq->mu);
   if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe ||
       static_cast<std::size_t>(cqe) < cq->count)
     return EINVAL;
-  std::vector<ibv_wc> ring(static_cast<std::size_t>(cqe));
+  std::vector<ibv_wc> ring;
+  try {
+    ring.resize(static_cast<std::size_t>(cqe));
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  }
   for (std::size_t i = 0; i < cq->count; ++i)
     ring[i] = cq->ring[(cq->head + i) % cq->ring.size()];
   cq->ring = std::move(ring);
@@ -213,29 +224,85 @@ int resize_cq(ibv_cq* ibcq, int cqe) {
   return 0;
 }
 
-int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) {
+int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) noexcept {
   if (num < 0) return -EINVAL;
   Cq* cq = Cq::of(ibcq);
-  if (num == 0 || cq->count.load(std::memory_order_acquire) == 0) return 0;
-  std::lock_guard<std::mutex> lock(cq->mu);
+  if (num == 0) return 0;
+  // What is queued is returned at once; only an empty ring costs system calls.
+  if (cq->count.load(std::memory_order_acquire) == 0) cq->drive();
+  if (cq->count.load(std::memory_order_acquire) == 0) return 0;
   int n = 0;
-  while (n < num && pop(cq, &wc[n]))
-    ++n;
+  {
+    std::lock_guard<std::mutex> lock(cq->mu);
+    while (n < num && pop(cq, &wc[n]))
+      ++n;
+  }
+  cq->unpark();
   return n;
 }
 
-int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   // Arms for the next completion added (IB semantics: not for those already queued).
   Cq* cq = Cq::of(ibcq);
-  std::lock_guard<std::mutex> lock(cq->mu);
-  cq->armed = true;
-  cq->solicited_only = solicited_only != 0;
+  {
+    std::lock_guard<std::mutex> lock(cq->mu);
+    cq->armed = true;
+    cq->solicited_only = solicited_only != 0;
+  }
+  // Whoever arms a CQ is about to sleep: the progress thread takes back its parked QPs.
+  std::shared_lock lock(cq->qps_mu);
+  for (Qp* qp : cq->qps)
+    if (qp->parked.load(std::memory_order_relaxed)) {
+      if (Progress* p = cq->ctx()->progress.get()) p->kick();
+      break;
+    }
   return 0;
 }
 
-void cq_event(ibv_cq*) {}
+void Cq::drive() {
+  // An armed CQ has a thread about to sleep on its channel (it arms, then polls until empty,
+  // then waits): the progress thread serves its QPs, and a poll that drove them too would
+  // only contend with it for each message (rping ran at half speed).
+  if (armed.load(std::memory_order_relaxed)) return;
+  std::shared_lock lock(qps_mu);
+  if (qps.empty()) return;
+  const std::int64_t now = mono_ns();
+  Progress* p = ctx()->progress.get();
+  for (Qp* qp : qps) {
+    // A quiet socket tried a moment ago (Driver::Poll) is left alone without taking the
+    // lock: a poller that took it on every poll would starve the progress thread of it.
+    if (now < qp->rx_quiet_until.load(std::memory_order_relaxed)) {
+      qp->polled_ns.store(now, std::memory_order_relaxed);
+      continue;
+    }
+    if (!qp->mu.try_lock()) continue; // another thread is moving its bytes right now
+    if (qp->connected()) {
+      qp->drive(Driver::Poll);
+      if (p) p->polled(qp, now, count.load(std::memory_order_relaxed) == 0);
+    }
+    qp->mu.unlock();
+  }
+}
 
-int modify_cq(ibv_cq*, ibv_modify_cq_attr* attr) {
+void Cq::unpark() {
+  if (parked.load(std::memory_order_relaxed) == 0) return;
+  Progress* p = ctx()->progress.get();
+  if (!p) return;
+  std::shared_lock lock(qps_mu);
+  for (Qp* qp : qps) {
+    if (!qp->parked.load(std::memory_order_relaxed)) continue;
+    if (qp->mu.try_lock()) {
+      p->set_parked(qp, false);
+      qp->mu.unlock();
+    } else {
+      p->kick(); // its holder is busy with it; the timer takes it back
+    }
+  }
+}
+
+void cq_event(ibv_cq*) noexcept {}
+
+int modify_cq(ibv_cq*, ibv_modify_cq_attr* attr) noexcept {
   // Moderation is a hardware interrupt knob; there is no interrupt to moderate.
   return attr && attr->attr_mask ? EOPNOTSUPP : EINVAL;
 }

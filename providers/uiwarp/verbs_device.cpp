@@ -90,7 +90,7 @@ void ib_rate(int mbps, ibv_port_attr* a) {
 } // namespace
 
 int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
-                    ibv_device_attr_ex* attr, size_t attr_size) {
+                    ibv_device_attr_ex* attr, size_t attr_size) noexcept {
   if (input && input->comp_mask) return EINVAL;
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
   Context* ctx = Context::of(ibctx);
@@ -123,12 +123,16 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   o.max_srq_sge = Limits::kMaxSge;
   o.max_pkeys = 1;
   o.phys_port_cnt = 1;
+  // The extended fields libibverbs' kernel path fills from the same answer (pyverbs reads
+  // phys_port_cnt_ex, not the 8-bit phys_port_cnt).
+  a.phys_port_cnt_ex = o.phys_port_cnt;
+  a.device_cap_flags_ex = o.device_cap_flags;
   // Only as much as the caller's structure holds (older callers pass less).
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
 }
 
-int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) {
+int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) noexcept {
   if (port != 1 || !attr) return EINVAL;
   Context* ctx = Context::of(ibctx);
   NetdevInfo n = netdev_info(ctx->dev->netdev);

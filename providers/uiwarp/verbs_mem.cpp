@@ -8,20 +8,36 @@
 #include <cerrno>
 #include <cstdlib>
 #include <new>
+#include <unistd.h>
 
 namespace uiwarp {
 
 namespace {
 
-constexpr int kSupportedAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_RELAXED_ORDERING |
-                                 IBV_ACCESS_ZERO_BASED;
+// ib_check_mr_access (include/rdma/ib_verbs.h), the rules every kernel provider inherits:
+// remote write or atomic need local write; the flags up to HUGETLB and the optional range are
+// accepted (MW_BIND and REMOTE_ATOMIC too: an operation the device lacks fails when it is
+// used, not when memory is registered; libfabric and qperf register with both); ON_DEMAND and
+// the FLUSH flags of devices without them are EOPNOTSUPP; any other bit is EINVAL.
+constexpr int kAccessFlushGlobal = 1 << 8;     // IBV_ACCESS_FLUSH_GLOBAL (rdma-core 43+)
+constexpr int kAccessFlushPersistent = 1 << 9; // IBV_ACCESS_FLUSH_PERSISTENT
+constexpr int kKnownAccess = ((IBV_ACCESS_HUGETLB << 1) - 1) | kAccessFlushGlobal |
+                             kAccessFlushPersistent | IBV_ACCESS_OPTIONAL_RANGE;
 
-// IB rule kept by every provider: remote write needs local write.
-bool valid_access(int access) {
-  if (access & ~kSupportedAccess) return false;
-  if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE)) return false;
-  return true;
+int check_access(int access) {
+  if ((access & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(access & IBV_ACCESS_LOCAL_WRITE))
+    return EINVAL;
+  if (access & ~kKnownAccess) return EINVAL;
+  if (access & (IBV_ACCESS_ON_DEMAND | kAccessFlushGlobal | kAccessFlushPersistent))
+    return EOPNOTSUPP;
+  return 0;
+}
+
+// ib_uverbs_reg_mr: the buffer and the iova must share their offset in the page.
+bool same_page_offset(const void* addr, std::uint64_t iova) {
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return (reinterpret_cast<std::uintptr_t>(addr) & (page - 1)) == (iova & (page - 1));
 }
 
 } // namespace
@@ -36,9 +52,9 @@ std::uint32_t to_iwarp_access(int a) {
   return r;
 }
 
-ibv_pd* alloc_pd(ibv_context* ibctx) {
+ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
   Context* ctx = Context::of(ibctx);
-  std::lock_guard<CtxMutex> lock(ctx->mu);
+  std::lock_guard lock(ctx->mu);
   if (ctx->pds >= Limits::kMaxPd) {
     errno = ENOMEM;
     return nullptr;
@@ -55,19 +71,24 @@ ibv_pd* alloc_pd(ibv_context* ibctx) {
   return &pd->ibv;
 }
 
-int dealloc_pd(ibv_pd* ibpd) {
+int dealloc_pd(ibv_pd* ibpd) noexcept {
   auto* pd = reinterpret_cast<Pd*>(ibpd);
   if (pd->users.load() > 0) return EBUSY;
   Context* ctx = Context::of(ibpd->context);
-  std::lock_guard<CtxMutex> lock(ctx->mu);
+  std::lock_guard lock(ctx->mu);
   --ctx->pds;
   delete pd;
   return 0;
 }
 
-ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access) {
-  if (!ibpd || !valid_access(access) || length == 0 || length > Limits::kMaxMrSize || !addr) {
+ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int access) noexcept {
+  if (!ibpd || length == 0 || length > Limits::kMaxMrSize || !addr ||
+      !same_page_offset(addr, hca_va)) {
     errno = EINVAL;
+    return nullptr;
+  }
+  if (int err = check_access(access)) {
+    errno = err;
     return nullptr;
   }
   auto* pd = reinterpret_cast<Pd*>(ibpd);
@@ -81,7 +102,7 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   std::uint64_t base = (access & IBV_ACCESS_ZERO_BASED) ? 0 : hca_va;
   std::uint32_t stag;
   {
-    std::lock_guard<CtxMutex> lock(ctx->mu);
+    std::lock_guard lock(ctx->mu);
     stag =
         ctx->mem.add(pd->id, static_cast<std::byte*>(addr), base, length, to_iwarp_access(access));
     if (stag) ++ctx->mrs;
@@ -105,9 +126,15 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   return &m;
 }
 
-int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, int access) {
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
+             int access) noexcept {
   if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return IBV_REREG_MR_ERR_INPUT;
-  if ((flags & IBV_REREG_MR_CHANGE_ACCESS) && !valid_access(access)) return IBV_REREG_MR_ERR_INPUT;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    if (int err = check_access(access)) {
+      errno = err;
+      return IBV_REREG_MR_ERR_INPUT;
+    }
+  }
   if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || length == 0))
     return IBV_REREG_MR_ERR_INPUT;
   auto* mr = reinterpret_cast<Mr*>(vmr);
@@ -119,8 +146,8 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, 
   size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : m.length;
   int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : vmr->access;
   std::uint32_t pd_id = reinterpret_cast<Pd*>(new_pd)->id;
-  std::lock_guard<CtxMutex> lock(ctx->mu);
-  const iwarp::MemoryRegion* old = ctx->mem.find(m.lkey);
+  std::lock_guard lock(ctx->mu);
+  std::optional<iwarp::MemoryRegion> old = ctx->mem.lookup(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
   std::uint64_t base =
       (new_access & IBV_ACCESS_ZERO_BASED)
@@ -144,11 +171,11 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length, 
   return 0;
 }
 
-int dereg_mr(verbs_mr* vmr) {
+int dereg_mr(verbs_mr* vmr) noexcept {
   auto* mr = reinterpret_cast<Mr*>(vmr);
   Context* ctx = Context::of(vmr->ibv_mr.context);
   {
-    std::lock_guard<CtxMutex> lock(ctx->mu);
+    std::lock_guard lock(ctx->mu);
     if (!ctx->mem.remove(vmr->ibv_mr.lkey)) return EINVAL;
     --ctx->mrs;
   }
@@ -157,7 +184,7 @@ int dereg_mr(verbs_mr* vmr) {
   return 0;
 }
 
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) {
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) noexcept {
   // Memory windows need bind ordering with the send queue that libiwarp does
   // not provide yet; say so rather than hand out a window that does not bind.
   errno = EOPNOTSUPP;

@@ -12,6 +12,7 @@
 //   sent" and waits to be
 //                      killed (kill -9: the peer vanishes mid-connection).
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

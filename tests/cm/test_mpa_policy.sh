@@ -11,13 +11,13 @@
 # which reports 0).
 source "$(dirname "$0")/lib.sh"
 for policy in "mpa-revision=1" "mpa-revision=1 crc=off" "p2p=off" "rtr=read" "markers=on" \
-  "large-fpdu=on" "first-fpdu-delay-ms=100"; do
+  "large-fpdu=off" "first-fpdu-delay-ms=100"; do
   conf="$T/uiwarpd-${policy// /_}.conf"
   : >"$conf"
   for kv in $policy; do echo "${kv%%=*} = ${kv#*=}" >>"$conf"; done
   # A daemon of its own for each policy: a state dir of its own.
-  export UIWARPD_CONFIG=$conf UIWARP_STATE_DIR="$T/state-${policy// /_}"
-  mkdir -m 700 -p "$UIWARP_STATE_DIR"
+  export UIWARPD_CONFIG=$conf
+  state_dir "$T/state-${policy// /_}"
   label=" [$policy]"
   p=$(free_port)
   PAIR_LABEL=$label run_pair "rping-${policy// /_}" rping -s -a 127.0.0.1 -p "$p" -C 100 -S 4096 -v -- \
@@ -27,6 +27,6 @@ for policy in "mpa-revision=1" "mpa-revision=1 crc=off" "p2p=off" "rtr=read" "ma
   p=$(free_port)
   PAIR_LABEL=$label run_pair "read-${policy// /_}" ib_read_bw -R -p "$p" -n 200 -- ib_read_bw -R -p "$p" -n 200 127.0.0.1
   check "ib_read_bw reports a result line$label" grep -qE '^ *65536 +200 ' "$T/read-${policy// /_}.client"
-  pkill -f "uiwarpd --socket $UIWARP_STATE_DIR" 2>/dev/null
+  uiwarpd_stop
 done
 finish

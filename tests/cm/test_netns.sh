@@ -5,29 +5,10 @@
 # killed (kill -9) mid-transfer: the other side's work requests flush, its CM sees
 # DISCONNECTED, and its uiwarpd keeps serving.
 source "$(dirname "$0")/lib.sh"
-if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null; then
-  echo "skipped: needs root and iproute2 for network namespaces"
-  exit 77
-fi
-UIWARP=${UIWARP_CLI:?UIWARP_CLI must name the uiwarp CLI}
-A=uwa$$ B=uwb$$
-cleanup() {
-  ip netns pids "$A" 2>/dev/null | xargs -r kill -9
-  ip netns pids "$B" 2>/dev/null | xargs -r kill -9
-  ip netns del "$A" 2>/dev/null
-  ip netns del "$B" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-ip netns add "$A" && ip netns add "$B"
-ip link add "va$$" type veth peer name "vb$$"
-ip link set "va$$" netns "$A" && ip link set "vb$$" netns "$B"
-ip -n "$A" addr add 10.231.7.1/24 dev "va$$" && ip -n "$B" addr add 10.231.7.2/24 dev "vb$$"
-for ns in "$A" "$B"; do ip -n "$ns" link set lo up; done
-ip -n "$A" link set "va$$" up && ip -n "$B" link set "vb$$" up
-ip netns exec "$A" "$UIWARP" link add uiwarp1 netdev "va$$" >/dev/null
-ip netns exec "$B" "$UIWARP" link add uiwarp1 netdev "vb$$" >/dev/null
-SRV=10.231.7.2
+two_hosts 10.231.7
+UIWARP=$UIWARP_CLI
+A=$HOST_A B=$HOST_B
+SRV=$IP_B
 # pair NAME SERVER_ARGS... -- CLIENT_ARGS...: run_pair with the server in B, the client in A.
 pair() { PAIR_SERVER_NS=$B PAIR_CLIENT_NS=$A PAIR_LABEL=" across namespaces" run_pair "$@"; }
 pair rping rping -s -a $SRV -p 7001 -C 1000 -S 65535 -v -- rping -c -a $SRV -p 7001 -C 1000 -S 65535 -v
@@ -52,7 +33,7 @@ dpid() { pgrep -f "uiwarpd --socket $UIWARP_STATE_DIR/netns-$bino/" | head -n 1;
 before=$(dpid)
 timeout 60 ip netns exec "$B" "$RUN" rping -s -a $SRV -p 7003 -C 100000 -S 65535 -v >"$T/kill.server" 2>&1 &
 spid=$!
-wait_listening "ns:$B" -p 7003
+wait_listen -n "$B" 7003
 ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7003 -C 100000 -S 65535 >"$T/kill.client" 2>&1 &
 cpid=$!
 sleep 2
@@ -69,9 +50,9 @@ check "uiwarpd in the surviving namespace is still the same process" test -n "$b
 timeout 30 ip netns exec "$A" "$RUN" rping -c -a 10.99.99.99 -p 7007 -C 1 >"$T/noroute" 2>&1
 check "no route: rping fails and the cause is named" grep -q "no route to 10.99.99.99" "$T/noroute"
 # Link changes reach uiwarpd (rtnetlink multicast) and show in `uiwarp status`.
-ip -n "$B" link set "vb$$" down
+ip -n "$B" link set "$DEV_B" down
 sleep 1
 ip netns exec "$B" "$UIWARP" status >"$T/status-b" 2>&1
-check "uiwarpd saw the link go down" grep -q "^  link vb$$ down" "$T/status-b"
-check "uiwarp status shows it down" grep -q "^  vb$$ down 10.231.7.2" "$T/status-b"
+check "uiwarpd saw the link go down" grep -q "^  link $DEV_B down" "$T/status-b"
+check "uiwarp status shows it down" grep -q "^  $DEV_B down $IP_B" "$T/status-b"
 finish

@@ -12,7 +12,7 @@ check "status without a daemon says so" grep -q "uiwarpd is not running" <<<"$ou
 p=$(free_port)
 timeout 60 "$RUN" rping -s -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/server" 2>&1 &
 spid=$!
-wait_listening -p "$p"
+wait_listen "$p"
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/client" 2>&1 &
 cpid=$!
 sleep 2
@@ -23,6 +23,7 @@ check "status names the listener and its owner" grep -qE "^  127\.0\.0\.1:$p pid
 check "status counts the connection (connect 1, established 1)" grep -q "connect 1 (established 1," "$T/status"
 check "status counts the request (requests 1 (accepted 1)" grep -q "requests 1 (accepted 1," "$T/status"
 check "status shows the policy" grep -q "^policy: MPA rev 2, crc on" "$T/status"
+check "status shows the default MPA startup timeout (10 s)" grep -q "startup timeout 10000 ms" "$T/status"
 check "status lists lo among the links" grep -qE "^  lo up 127\.0\.0\.1" "$T/status"
 expect_eq "conn show lists both ends" "connections: 2" "$(head -n 1 "$T/conn")"
 check "conn show: the active end, its owner and TCP state" \
@@ -38,14 +39,14 @@ p=$(free_port)
 run_pair_bg() { timeout 60 "$RUN" "$@"; }
 run_pair_bg rping -s -a 127.0.0.1 -p "$p" -C 20000 -S 4096 -v >"$T/r.server" 2>&1 &
 spid=$!
-wait_listening -p "$p"
+wait_listen "$p"
 run_pair_bg rping -c -a 127.0.0.1 -p "$p" -C 20000 -S 4096 -v -d >"$T/r.client" 2>&1 &
 cpid=$!
 for _ in $(seq 100); do
   [[ $("$UIWARP" conn show 2>/dev/null | head -n 1) == "connections: 2" ]] && break
   sleep 0.1
 done
-stop_daemons
+uiwarpd_stop
 wait $cpid
 crc=$?
 wait $spid
@@ -60,14 +61,14 @@ p=$(free_port)
 python3 -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); time.sleep(30)' "$p" &
 mute=$!
-wait_listening -p "$p"
+wait_listen "$p"
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1 >"$T/gone.client" 2>&1 &
 cpid=$!
 for _ in $(seq 100); do
   [[ $("$UIWARP" conn show 2>/dev/null | tail -n 1) == *"awaiting MPA reply"* ]] && break
   sleep 0.1
 done
-stop_daemons
+uiwarpd_stop
 wait $cpid
 crc=$?
 kill $mute 2>/dev/null

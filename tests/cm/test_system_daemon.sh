@@ -10,8 +10,7 @@ sys=$T/sys
 sock=$sys/uiwarpd.sock
 mkdir -m 755 "$sys"
 sapid=
-trap 'kill $sapid 2>/dev/null; stop_daemons; pkill -f "uiwarpd --socket $T/" 2>/dev/null;
-      chmod -R u+w "$T" 2>/dev/null; rm -rf "$T"' EXIT
+trap 'kill $sapid 2>/dev/null; scratch_cleanup' EXIT
 # sd_notify: a datagram socket that records the daemon's first message.
 python3 - "$sys/notify" "$T/notify.log" <<'PY' &
 import socket, sys
@@ -31,7 +30,7 @@ expect_match "no uiwarpd.netns: a per-user daemon" "^$UIWARP_STATE_DIR/.*per-use
 echo 1 >"$sys/uiwarpd.netns"
 expect_match "uiwarpd.netns of another namespace: a per-user daemon" "does not name this network" \
   "$(pick)"
-stop_daemons
+uiwarpd_stop
 netns_inode >"$sys/uiwarpd.netns"
 expect_eq "this namespace: the system daemon" "$sock: the system daemon (uiwarpd.socket)" "$(pick)"
 for i in $(seq 50); do [[ -s $T/notify.log ]] && break; sleep 0.1; done
@@ -41,8 +40,7 @@ expect_match "... unless an outer uiwarp-run set it in another namespace" "^$soc
   "$(UIWARPD_SOCKET=$T/mine.sock UIWARPD_SOCKET_NETNS=1 pick)"
 expect_match "UIWARP_SYSTEM_SOCKET= turns the system daemon off" "per-user daemon" \
   "$(UIWARP_SYSTEM_SOCKET= pick)"
-stop_daemons
-pkill -f "uiwarpd --socket $T/mine.sock"
+uiwarpd_stop "$T" # the per-user daemons: of the state dir and of UIWARPD_SOCKET=$T/mine.sock
 
 p=$(free_port)
 run_pair rping-system rping -s -a 127.0.0.1 -p "$p" -C 10 -v -- rping -c -a 127.0.0.1 -p "$p" -C 10 -v

@@ -17,6 +17,7 @@
 #include "fuzz_common.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/mpa_startup.hpp"
+#include "ulpdu_collector.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -55,31 +56,18 @@ std::vector<std::byte> pattern(std::size_t n, std::uint8_t salt) {
 }
 
 // A Terminate FPDU (RFC 6581 §8 / §9) as the startup machine appends it.
-class TermChecker final : public UlpduSink {
-public:
-  int fpdus = 0;
-  std::optional<TermCode> ulpdu_begin(std::size_t len) override {
-    buf_.assign(len, std::byte{0});
-    return std::nullopt;
-  }
-  MutBytes ulpdu_dest(std::size_t off, std::size_t max) override {
-    return MutBytes(buf_).subspan(off, max);
-  }
-  std::optional<TermCode> ulpdu_landed(std::size_t, std::size_t) override { return std::nullopt; }
-  void ulpdu_end(std::optional<TermCode> err) override {
+class TermChecker final : public iwarp::test::UlpduCollector {
+  bool on_ulpdu(const Bytes& u, std::optional<TermCode> err) override {
     FUZZ_CHECK(!err, "Terminate FPDU with a bad CRC or marker");
-    FUZZ_CHECK(buf_.size() >= kUntaggedHdrLen + kTerminateCtrlLen, "short Terminate FPDU");
-    DdpHeader h = DdpHeader::decode(buf_.data());
+    FUZZ_CHECK(u.size() >= kUntaggedHdrLen + kTerminateCtrlLen, "short Terminate FPDU");
+    DdpHeader h = DdpHeader::decode(u.data());
     FUZZ_CHECK(!h.tagged && h.last && h.op() == Opcode::Terminate && h.qn == kQnTerminate &&
                    h.msn == 1 && h.mo == 0,
                "the FPDU after the startup frame is not a Terminate");
-    auto t = TerminateHeader::decode(ConstBytes(buf_).subspan(kUntaggedHdrLen));
+    auto t = TerminateHeader::decode(ConstBytes(u).subspan(kUntaggedHdrLen));
     FUZZ_CHECK(t && t->code.layer == TermLayer::Llp, "Terminate without an MPA error code");
-    ++fpdus;
+    return false; // checked, not kept
   }
-
-private:
-  std::vector<std::byte> buf_;
 };
 
 struct Harness {

@@ -20,6 +20,7 @@
 #include "fuzz_rx_fixture.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/qp.hpp"
+#include "ulpdu_collector.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -48,7 +49,7 @@ constexpr bool kPostRecvAfterClose = true;
 constexpr bool kCheckTxMarkersAfterError = true;
 
 // Deframes what the QP transmits, as the peer would, and checks each ULPDU.
-class TxChecker final : public UlpduSink {
+class TxChecker final : public iwarp::test::UlpduCollector {
 public:
   TxChecker(const QpConfig& c) : rx_(c.crc, c.markers_tx, c.mulpdu), version_(c.version) {
     rx_.set_sink(this);
@@ -59,38 +60,28 @@ public:
   }
 
 private:
-  std::optional<TermCode> ulpdu_begin(std::size_t len) override {
-    buf_.assign(len, std::byte{0});
-    return std::nullopt;
-  }
-  MutBytes ulpdu_dest(std::size_t off, std::size_t max) override {
-    return MutBytes(buf_).subspan(off, max);
-  }
-  std::optional<TermCode> ulpdu_landed(std::size_t, std::size_t) override { return std::nullopt; }
-  void ulpdu_end(std::optional<TermCode> err) override {
-    if (verbose() && buf_.size() >= 2)
-      std::fprintf(stderr, "  tx FPDU %zu: %s, ULPDU %zu, ends at %llu\n", fpdus_,
-                   std::string(opcode_name(std::to_integer<std::uint8_t>(buf_[1]) & 0xf)).c_str(),
-                   buf_.size(), static_cast<unsigned long long>(rx_.stream_offset()));
+  bool on_ulpdu(const Bytes& u, std::optional<TermCode> err) override {
+    if (verbose() && u.size() >= 2)
+      std::fprintf(stderr, "  tx FPDU %zu: %s, ULPDU %zu, ends at %llu\n", fpdus,
+                   std::string(opcode_name(std::to_integer<std::uint8_t>(u[1]) & 0xf)).c_str(),
+                   u.size(), static_cast<unsigned long long>(rx_.stream_offset()));
     if (err)
       std::fprintf(stderr,
                    "transmitted FPDU %zu (ULPDU %zu octets, ends at stream offset %llu): %s\n",
-                   fpdus_, buf_.size(), static_cast<unsigned long long>(rx_.stream_offset()),
+                   fpdus, u.size(), static_cast<unsigned long long>(rx_.stream_offset()),
                    std::string(term_code_name(*err)).c_str());
-    ++fpdus_;
     FUZZ_CHECK(!err, "the QP transmitted an FPDU with a bad CRC or marker");
-    FUZZ_CHECK(buf_.size() >= kTaggedHdrLen, "transmitted ULPDU shorter than a DDP header");
-    DdpHeader h = DdpHeader::decode(buf_.data());
+    FUZZ_CHECK(u.size() >= kTaggedHdrLen, "transmitted ULPDU shorter than a DDP header");
+    DdpHeader h = DdpHeader::decode(u.data());
     FUZZ_CHECK(h.ddp_version == version_ && h.rdmap_version == version_,
                "transmitted a segment with another DDP/RDMAP version");
-    FUZZ_CHECK(buf_.size() >= h.size());
+    FUZZ_CHECK(u.size() >= h.size());
     FUZZ_CHECK(opcode_info(h.opcode).valid && opcode_info(h.opcode).tagged == h.tagged,
                "transmitted an invalid opcode / T bit");
+    return false; // checked, not kept
   }
   FpduRx rx_;
-  std::size_t fpdus_ = 0;
   std::uint8_t version_;
-  std::vector<std::byte> buf_;
 };
 
 struct Harness {

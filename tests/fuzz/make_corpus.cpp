@@ -1,24 +1,31 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Writes the seed corpora of the fuzz targets: valid FPDU streams for fuzz_rx
-// (built with FpduTx against the STags of fuzz_rx_fixture.hpp) and valid MPA
-// Request/Reply frames for fuzz_mpa_startup. The build runs it, so the seeds
+// (built with FpduTx against the STags of fuzz_rx_fixture.hpp), valid MPA
+// Request/Reply frames for fuzz_mpa_startup, and one encoded uiwarpd client
+// protocol message of each type for fuzz_daemon_proto. The build runs it, so the seeds
 // always match the fixture; tests/fuzz/corpus/ holds a copy of them (for
 // running a fuzzer by hand; regenerate with `make_corpus tests/fuzz/corpus`),
 // plus regression inputs (regress-*) and a libFuzzer-minimised set of inputs
 // found by fuzzing (named by their SHA-1), which gives the 30-s ctest runs a
 // head start.
 //
-//   make_corpus OUTDIR      writes OUTDIR/rx/* and OUTDIR/mpa/*
+//   make_corpus OUTDIR      writes OUTDIR/rx/*, OUTDIR/mpa/* and OUTDIR/daemon_proto/*
+#include "daemon_proto_samples.hpp"
 #include "fuzz_mpa_startup.hpp"
 #include "fuzz_rx_fixture.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/wire.hpp"
+#include "uiwarp/daemon_proto.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 using namespace iwarp;
@@ -422,6 +429,26 @@ void mpa_seeds(const fs::path& dir) {
   std::printf("mpa: %d seeds\n", w.count());
 }
 
+// ---- fuzz_daemon_proto seeds -------------------------------------------------------
+
+void daemon_proto_seeds(const fs::path& dir) {
+  namespace p = uiwarp::proto;
+  Writer w(dir);
+  const auto seeds = uiwarp::test::daemon_proto_samples();
+  if (seeds.size() != std::variant_size_v<p::Message>)
+    throw std::runtime_error("daemon_proto: not one seed for each message type");
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    if (seeds[i].second.index() != i)
+      throw std::runtime_error(std::string("daemon_proto: seed ") + seeds[i].first +
+                               " out of order");
+    const p::Bytes b = p::encode(seeds[i].second);
+    std::vector<std::byte> body(b.size());
+    std::transform(b.begin(), b.end(), body.begin(), [](std::uint8_t x) { return std::byte(x); });
+    w.put(seeds[i].first, {}, body);
+  }
+  std::printf("daemon_proto: %d seeds\n", w.count());
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -432,6 +459,7 @@ int main(int argc, char** argv) {
   try {
     rx_seeds(fs::path(argv[1]) / "rx");
     mpa_seeds(fs::path(argv[1]) / "mpa");
+    daemon_proto_seeds(fs::path(argv[1]) / "daemon_proto");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_corpus: %s\n", e.what());
     return 1;

@@ -4,7 +4,8 @@
 # tree through the shim: it reads SYSFS_PATH, stat()s /dev/infiniband/uverbs0 and matches the
 # device to a provider (or, with no provider installed, warns that none was found for uiwarp0).
 # Without the shim the device is invisible. Needs no provider.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+test_init
 MK=$1
 SHIM=$2
 command -v ibv_devices >/dev/null || { echo "SKIP: ibv_devices (ibverbs-utils) not installed"; exit 77; }

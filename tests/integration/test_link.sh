@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # test_link.sh UIWARP: `uiwarp link add/show/del` round trip in a fresh state dir.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+test_init
 U=$1
 export UIWARP_STATE_DIR=$T/state
 NS=$UIWARP_STATE_DIR/netns-$(netns_inode)

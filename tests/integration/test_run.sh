@@ -2,11 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # test_run.sh UIWARP-RUN SHIM PROVIDER [SANITIZER-RUNTIME]: uiwarp-run sets SYSFS_PATH, RDMAV_DRIVERS and LD_PRELOAD,
 # publishes the tree, passes exit codes through, and locates its files by the documented rule.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+test_init
 RUN=$1
 SHIM=$2
 PROVIDER=$3
 RT=${4:-}  # ASan trees: the runtime uiwarp-run preloads first (and needs itself, being sanitized)
+SUFFIX=-rdmav${PROVIDER##*-rdmav}  # -rdmav<PABI>.so: the private ABI it was built for
 export UIWARP_STATE_DIR=$T/state
 NS=$UIWARP_STATE_DIR/netns-$(netns_inode)
 getvar() { sed -n "s/^$1=//p" <<<"$2"; }
@@ -14,18 +16,30 @@ getvar() { sed -n "s/^$1=//p" <<<"$2"; }
 out=$(env -u RDMAV_DRIVERS -u LD_PRELOAD "$RUN" env 2>/dev/null)
 check "uiwarp-run env runs" test $? -eq 0
 expect_eq "SYSFS_PATH" "$NS/sysfs" "$(getvar SYSFS_PATH "$out")"
-expect_eq "RDMAV_DRIVERS: the build-tree provider, minus -rdmav34.so" "${PROVIDER%-rdmav34.so}" \
+expect_eq "RDMAV_DRIVERS: the build-tree provider, minus $SUFFIX" "${PROVIDER%"$SUFFIX"}" \
   "$(getvar RDMAV_DRIVERS "$out")"
 expect_match "LD_PRELOAD ends with the shim" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
 check "the tree is there" test -f "$NS/sysfs/class/infiniband/uiwarp0/node_type"
 expect_eq "default device on lo" "lo" "$(cat "$NS/sysfs/class/infiniband/uiwarp0/uiwarp_netdev")"
 check "sysfs is a symlink to a content-addressed tree" test -L "$NS/sysfs"
+expect_eq "device/net/ names the netdev, as a NIC's device does" "/sys/class/net/lo" \
+  "$(readlink "$NS/sysfs/class/infiniband/uiwarp0/device/net/lo")"
+# Programs that read /sys/class/infiniband by its fixed path see the tree (shim, sysfs_view).
+expect_eq "/sys/class/infiniband/uiwarp0/device/net/ under uiwarp-run" "lo" \
+  "$("$RUN" ls /sys/class/infiniband/uiwarp0/device/net/ 2>/dev/null)"
+expect_eq "stat of /sys/class/infiniband/uiwarp0/node_type under uiwarp-run" "4: RNIC" \
+  "$("$RUN" cat /sys/class/infiniband/uiwarp0/node_type 2>/dev/null)"
+if [[ ! -e /sys/class/infiniband ]]; then
+  expect_eq "no kernel RDMA: /sys/class/infiniband lists uiwarp's devices" "uiwarp0" \
+    "$("$RUN" ls /sys/class/infiniband 2>/dev/null)"
+fi
+check "other sysfs paths are untouched" "$RUN" test -d /sys/class/net/lo
 before=$(readlink "$NS/sysfs")
 "$RUN" true
 expect_eq "same links: same tree, not rebuilt" "$before" "$(readlink "$NS/sysfs")"
 
 out=$(RDMAV_DRIVERS=rxe LD_PRELOAD=${RT:+$RT:}$SHIM "$RUN" env 2>/dev/null)
-expect_eq "RDMAV_DRIVERS is prepended to" "${PROVIDER%-rdmav34.so}:rxe" \
+expect_eq "RDMAV_DRIVERS is prepended to" "${PROVIDER%"$SUFFIX"}:rxe" \
   "$(getvar RDMAV_DRIVERS "$out")"
 expect_eq "LD_PRELOAD holds the shim once" "1" \
   "$(getvar LD_PRELOAD "$out" | tr ':' '\n' | grep -cx "$SHIM")"
@@ -67,7 +81,7 @@ if [[ -n $err ]]; then
 else
   ok "outside the build tree: the installed shim is used (uiwarp is installed here)"
 fi
-out=$(UIWARP_SHIM=$SHIM UIWARP_PROVIDER=/opt/x/libuiwarp-rdmav34.so "$T/uiwarp-run" env 2>/dev/null)
+out=$(UIWARP_SHIM=$SHIM UIWARP_PROVIDER=/opt/x/libuiwarp$SUFFIX "$T/uiwarp-run" env 2>/dev/null)
 expect_eq "UIWARP_PROVIDER overrides" "/opt/x/libuiwarp" "$(getvar RDMAV_DRIVERS "$out")"
 expect_match "UIWARP_SHIM overrides" "(^|:)$SHIM$" "$(getvar LD_PRELOAD "$out")"
 
@@ -83,5 +97,5 @@ UIWARP_STATE_DIR=$T/state-badconf UIWARPD_CONFIG=$T/bad.conf "$RUN" true 2>/dev/
 expect_eq "UIWARPD_CONFIG: a bad policy file stops uiwarp-run (125)" "125" "$?"
 err=$("$(dirname "$RUN")/../cm/uiwarpd" --socket "$T/x.sock" --first-fpdu-delay-ms -1 2>&1)
 expect_match "first-fpdu-delay-ms: a negative delay is refused" "bad value '-1' for first-fpdu-delay-ms" "$err"
-pkill -f "uiwarpd --socket $T/state-conf/" 2>/dev/null
+uiwarpd_stop "$T/state-conf"
 finish

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # test_sysfs.sh UIWARP-MKSYSFS: the generated tree for uiwarp0 on lo has the files libibverbs
 # and the provider read, with the right contents; GUIDs are stable; kernel devices are mirrored.
-source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/../../scripts/lib/common.sh"
+test_init
 MK=$1
 S=$T/sysfs
 D=$S/class/infiniband/uiwarp0

@@ -13,7 +13,8 @@
 # Exit 77 (skipped) when not root or the tools are missing (scripts/deps installs them).
 set -u
 SRC=$(cd "${1:?usage: test_package.sh SOURCE_DIR}" && pwd)
-source "$SRC/tests/integration/lib.sh"
+source "$SRC/scripts/lib/common.sh"
+test_init
 
 skip() {
   echo "SKIP: $*"
@@ -58,20 +59,34 @@ rc=$?
 sed 's/^/  lintian: /' "$T/lintian.log"
 expect_eq "lintian: no errors" "0" "$rc"
 
+# The private provider ABI of this system's libibverbs (its IBVERBS_PRIVATE_<n> version node),
+# read here without the build's help: the provider must be named for it, and the package's
+# libibverbs1 bounds must admit the installed libibverbs1 and end at a later release.
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+pabi=$(grep -aoE 'IBVERBS_PRIVATE_[0-9]+' "/usr/lib/$multiarch/libibverbs.so.1" | sort -u)
+pabi=${pabi#IBVERBS_PRIVATE_}
+echo "libibverbs.so.1: IBVERBS_PRIVATE_$pabi"
+expect_match "the provider is libuiwarp-rdmav$pabi.so" "/libibverbs/libuiwarp-rdmav$pabi\.so\$" \
+  "$(dpkg-deb -c "${debs[0]}" | awk '{print $NF}' | grep rdmav)"
 provider_deps=$(dpkg-deb -f "${debs[0]}" Depends)
 echo "ibverbs-provider-uiwarp Depends: $provider_deps"
-expect_match "the provider needs a libibverbs1 with IBVERBS_PRIVATE_34 (lower bound)" \
-  'libibverbs1 \(>= (3[4-9]|4[0-9]|5[0-6])\)' "$provider_deps"
-expect_match "... and refuses one without it (upper bound)" 'libibverbs1 \(<< 57~\)' "$provider_deps"
+installed=$(dpkg-query -W -f='${Version}' "libibverbs1:$(dpkg --print-architecture)")
+lower=$(grep -oE 'libibverbs1 \(>= [^)]+\)' <<<"$provider_deps" | sed 's/.*>= //; s/)//' | head -n 1)
+upper=$(grep -oE 'libibverbs1 \(<< [^)]+\)' <<<"$provider_deps" | sed 's/.*<< //; s/)//' | head -n 1)
+check "a lower bound ($lower) the installed libibverbs1 $installed meets" \
+  dpkg --compare-versions "$installed" ge "${lower:-none}"
+check "an upper bound ($upper) above the installed libibverbs1 $installed" \
+  dpkg --compare-versions "$installed" lt "${upper:-0}"
+check "... that is a later rdma-core release" test -n "$upper" -a "${upper%%[.~]*}" -gt "${installed%%.*}"
 rm -rf "$T/src" # the installed files only, from here on
 
 # ---- 2. and 3. Install and use, inside the namespaces ------------------------------------------
 cat >"$T/inside.sh" <<'INSIDE'
 set -u
 SRC=$2
-source "$SRC/tests/integration/lib.sh" # ok/bad/check/expect_*/finish; not its scratch dir:
-rmdir "$T"
-trap - EXIT
+PABI=$3  # the private provider ABI of this system's libibverbs
+UPPER=$4 # the first libibverbs1 version the provider package refuses
+source "$SRC/scripts/lib/common.sh" # ok/bad/check/expect_*/finish
 exec >"$1/inside.log" 2>&1
 mount --make-rprivate /
 mount -t tmpfs -o mode=755 tmpfs /run
@@ -104,7 +119,7 @@ check "no uiwarp-run before the install" test ! -e /usr/bin/uiwarp-run
 check "dpkg -i the two packages" dpkg -i "$P"/ibverbs-provider-uiwarp_*.deb "$P"/uiwarp_*.deb
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 check "provider in libibverbs' provider dir" \
-  test -f "/usr/lib/$multiarch/libibverbs/libuiwarp-rdmav34.so"
+  test -f "/usr/lib/$multiarch/libibverbs/libuiwarp-rdmav$PABI.so"
 expect_eq "driver file" "driver uiwarp" "$(cat /etc/libibverbs.d/uiwarp.driver)"
 expect_match "uiwarpd.conf is a conffile" "/etc/uiwarp/uiwarpd.conf [0-9a-f]{32}" \
   "$(dpkg-query -W -f='${Conffiles}' uiwarp)"
@@ -112,25 +127,30 @@ check "uiwarpd.socket enabled" test -L /etc/systemd/system/sockets.target.wants/
 for m in uiwarp-run.1 uiwarp.7 uiwarp.8 uiwarpd.8; do
   check "man page $m" test -f "/usr/share/man/man${m##*.}/$m.gz"
 done
+# /lib/systemd/system on Debian 12, /usr/lib/systemd/system from Debian 13 on.
+unitdir=$(dirname "$(dpkg -L uiwarp | grep '/uiwarpd\.socket$')")
+check "the units where systemd looks ($unitdir)" \
+  test "$unitdir" = "$(pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null || echo "$unitdir")"
 if command -v systemd-analyze >/dev/null; then
   check "systemd-analyze verify the units" \
-    systemd-analyze verify /lib/systemd/system/uiwarpd.socket /lib/systemd/system/uiwarpd.service
+    systemd-analyze verify "$unitdir/uiwarpd.socket" "$unitdir/uiwarpd.service"
 fi
 
-# apt refuses a libibverbs1 without IBVERBS_PRIVATE_34 while the provider is installed: a
-# libibverbs1 57 (a stand-in, control file only) would remove the provider.
+# apt refuses a libibverbs1 the provider was not built for while the provider is installed: a
+# libibverbs1 of the first release past its bounds (a stand-in, control file only) would remove
+# the provider.
 mkdir -p "$TT/fake/DEBIAN"
 cat >"$TT/fake/DEBIAN/control" <<CTL
 Package: libibverbs1
-Version: 57.0-1
+Version: ${UPPER%\~}.0-1
 Architecture: $(dpkg --print-architecture)
 Multi-Arch: same
 Maintainer: test <test@localhost>
-Description: stand-in for a libibverbs1 with IBVERBS_PRIVATE_57
+Description: stand-in for the libibverbs1 of a later rdma-core release
 CTL
-dpkg-deb --build "$TT/fake" "$TT/libibverbs1_57.deb" >/dev/null
-apt_out=$(apt-get install -s -o Debug::NoLocking=1 "$TT/libibverbs1_57.deb" 2>&1)
-expect_match "apt: libibverbs1 57 removes ibverbs-provider-uiwarp" \
+dpkg-deb --build "$TT/fake" "$TT/libibverbs1_next.deb" >/dev/null
+apt_out=$(apt-get install -s -o Debug::NoLocking=1 "$TT/libibverbs1_next.deb" 2>&1)
+expect_match "apt: libibverbs1 ${UPPER%\~}.0-1 removes ibverbs-provider-uiwarp" \
   "Remv ibverbs-provider-uiwarp" "$apt_out"
 
 # --- per-user daemon (no system socket) ---
@@ -163,11 +183,11 @@ pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" && sleep 0.5
 
 # --- the system daemon, run as uiwarpd.socket/.service say (systemd-socket-activate stands in
 # for systemd: PID 1 here need not be systemd) ---
-unit=/lib/systemd/system/uiwarpd.socket
+unit=$unitdir/uiwarpd.socket
 sock=$(sed -n 's/^ListenSequentialPacket=//p' "$unit")
 mode=$(sed -n 's/^SocketMode=//p' "$unit")
 post=$(sed -n 's/^ExecStartPost=//p' "$unit")
-exec_start=$(sed -n 's/^ExecStart=//p' /lib/systemd/system/uiwarpd.service)
+exec_start=$(sed -n 's/^ExecStart=//p' "$unitdir/uiwarpd.service")
 expect_eq "the socket unit's socket" "/run/uiwarp/uiwarpd.sock" "$sock"
 mkdir -m 755 -p "$(dirname "$sock")"
 # sd_notify: a datagram socket that records what the daemon says.
@@ -203,7 +223,7 @@ echo "uiwarpd log:"
 cat "$TT/uiwarpd.log"
 finish
 INSIDE
-unshare --mount --pid --fork --mount-proc --net bash "$T/inside.sh" "$T" "$SRC"
+unshare --mount --pid --fork --mount-proc --net bash "$T/inside.sh" "$T" "$SRC" "$pabi" "$upper"
 rc=$?
 cat "$T/inside.log"
 summary=$(tail -n 1 "$T/inside.log")

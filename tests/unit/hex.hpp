@@ -3,7 +3,8 @@
 // Octets written as hex in tests: hx("00 2a 41 43"), and back: hex().
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
+
 #include <cstddef>
 #include <span>
 #include <string>

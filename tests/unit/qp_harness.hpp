@@ -5,18 +5,23 @@
 //    byte pipe, with three ways of moving the octets (whole gather lists into
 //    rx_feed; rx_next/rx_advance in small random chunks; partial writes);
 //  - Dut: one Qp fed hand-made FPDUs by a scripted peer, whose answer is decoded;
-//  - helpers to register memory, decode FPDU streams into DDP segments and build
-//    the exact Terminate a Qp must send.
+//  - Hostile: a Dut with memory to aim at and work outstanding, and the checks of
+//    what it must do with hostile input (the exact Terminate, flushes, silence);
+//  - helpers to register memory, build ULPDUs, decode FPDU streams into DDP
+//    segments (with the tests' one ULPDU collector, tests/common) and build the
+//    exact Terminate a Qp must send.
+// Shared by the test_qp_*.cpp files, one per topic.
 #pragma once
 
+#include "catch_compat.hpp"
 #include "hex.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/qp.hpp"
 #include "iwarp/wire.hpp"
+#include "ulpdu_collector.hpp"
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -53,6 +58,16 @@ inline bool all_zero(const Bytes& b) {
 }
 
 using iwarp::test::hex;
+
+// A 64-bit value in host order at `off` (atomics operate on host memory).
+inline std::uint64_t host_u64(const Bytes& b, std::size_t off) {
+  std::uint64_t v;
+  std::memcpy(&v, b.data() + off, 8);
+  return v;
+}
+inline void set_host_u64(Bytes& b, std::size_t off, std::uint64_t v) {
+  std::memcpy(b.data() + off, &v, 8);
+}
 
 // ---- registered memory ---------------------------------------------------------
 
@@ -138,34 +153,21 @@ inline std::string describe(const Completion& c) {
          std::to_string(c.byte_len) + (c.recv ? " recv" : " send");
 }
 
+inline void check_completion(const Completion& c, std::uint64_t id, WcStatus st, WcOpcode op,
+                             std::uint32_t len, bool recv) {
+  INFO(describe(c));
+  CHECK(c.wr_id == id);
+  CHECK(c.status == st);
+  CHECK(c.opcode == op);
+  CHECK(c.byte_len == len);
+  CHECK(c.recv == recv);
+}
+
 // ---- FPDU streams ----------------------------------------------------------------
-
-// Collects the ULPDUs of an FPDU stream.
-class Collector final : public UlpduSink {
-public:
-  std::vector<Bytes> ulpdus;
-  std::optional<TermCode> error;
-
-  std::optional<TermCode> ulpdu_begin(std::size_t len) override {
-    cur_.assign(len, std::byte{0});
-    return std::nullopt;
-  }
-  MutBytes ulpdu_dest(std::size_t offset, std::size_t max) override {
-    return MutBytes(cur_).subspan(offset, max);
-  }
-  std::optional<TermCode> ulpdu_landed(std::size_t, std::size_t) override { return std::nullopt; }
-  void ulpdu_end(std::optional<TermCode> e) override {
-    if (e && !error) error = e;
-    if (!e) ulpdus.push_back(std::move(cur_));
-  }
-
-private:
-  Bytes cur_;
-};
 
 // Deframes a whole stream (markers and CRC verified); fails the test on any MPA error.
 inline std::vector<Bytes> ulpdus_of(const Bytes& stream, bool crc, bool markers) {
-  Collector c;
+  iwarp::test::UlpduCollector c; // every ULPDU, and the first error
   FpduRx rx(crc, markers);
   rx.set_sink(&c);
   rx.feed(stream);
@@ -252,8 +254,11 @@ public:
   MemoryTable& ma() { return mem_a; }
   MemoryTable& mb() { return opt_.mem_b ? *opt_.mem_b : opt_.shared_mem ? mem_a : mem_b; }
 
-  // Moves what `src` has ready into `dst`, once. Returns the octets moved.
-  std::size_t step(Qp& src, Qp& dst, Bytes& log) {
+  // Moves what `src` has ready into `dst`, once. Returns the octets moved. Octets `dst`
+  // does not take (its stream is held: a Send waits for a buffer) stay in `pending`, as
+  // they would stay in TCP, and are offered first next time.
+  std::size_t step(Qp& src, Qp& dst, Bytes& log, Bytes& pending) {
+    std::size_t moved = deliver(dst, pending, {});
     std::vector<ConstBytes> iov;
     const std::size_t max_iov = opt_.io == Io::Partial ? 3 : 1024;
     src.tx_gather(iov, max_iov);
@@ -261,7 +266,7 @@ public:
     std::size_t total = 0;
     for (ConstBytes p : iov)
       total += p.size();
-    if (total == 0) return 0;
+    if (total == 0) return moved;
     std::size_t n = total;
     if (opt_.io == Io::Partial) {
       n = (rng_() % 3 == 0) ? 1 + rng_() % std::min<std::size_t>(total, 7) : 1 + rng_() % total;
@@ -275,27 +280,41 @@ public:
     }
     src.tx_advance(n);
     log.insert(log.end(), chunk.begin(), chunk.end());
-    deliver(dst, chunk);
-    return n;
+    deliver(dst, pending, chunk);
+    return moved + n;
   }
 
-  void deliver(Qp& dst, ConstBytes in) {
+  // Appends `in` to `pending` and hands `dst` what it takes; returns the octets it took.
+  std::size_t deliver(Qp& dst, Bytes& pending, ConstBytes in) {
+    pending.insert(pending.end(), in.begin(), in.end());
+    std::size_t taken = 0;
     if (opt_.io != Io::Chunks) {
-      dst.rx_feed(in);
-      return;
+      taken = dst.rx_feed(pending);
+    } else {
+      while (taken < pending.size()) {
+        MutBytes d = dst.rx_next();
+        if (d.empty()) { // only while the stream is held
+          REQUIRE(dst.rx_held());
+          break;
+        }
+        std::size_t k = std::min({d.size(), pending.size() - taken, std::size_t{1 + rng_() % 13}});
+        std::memcpy(d.data(), pending.data() + taken, k);
+        dst.rx_advance(k);
+        taken += k;
+      }
     }
-    while (!in.empty()) {
-      MutBytes d = dst.rx_next();
-      REQUIRE_FALSE(d.empty());
-      std::size_t k = std::min({d.size(), in.size(), std::size_t{1 + rng_() % 13}});
-      std::memcpy(d.data(), in.data(), k);
-      dst.rx_advance(k);
-      in = in.subspan(k);
-    }
+    REQUIRE((taken == pending.size() || dst.rx_held()));
+    pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(taken));
+    return taken;
   }
 
-  std::size_t a_to_b() { return step(*a, *b, ab); }
-  std::size_t b_to_a() { return step(*b, *a, ba); }
+  // Injects octets into a direction (tests that forge or split the stream).
+  std::size_t deliver(Qp& dst, ConstBytes in) {
+    return deliver(dst, &dst == &*b ? pending_ab_ : pending_ba_, in);
+  }
+
+  std::size_t a_to_b() { return step(*a, *b, ab, pending_ab_); }
+  std::size_t b_to_a() { return step(*b, *a, ba, pending_ba_); }
 
   // Runs the pipe both ways until neither side has anything to send.
   void pump() {
@@ -325,6 +344,7 @@ public:
 
 private:
   Options opt_;
+  Bytes pending_ab_, pending_ba_;
 
 public:
   MemoryTable mem_a, mem_b;
@@ -372,6 +392,12 @@ inline Bytes atomic_bytes(const AtomicRequestHeader& a) {
   Bytes b(kAtomicRequestHdrLen);
   a.encode(b.data());
   return b;
+}
+// A Read Request ULPDU (MSN `msn`) for `size` octets at the source STag/TO.
+inline Bytes read_request(std::uint32_t src_stag, std::uint64_t src_to, std::uint32_t size,
+                          std::uint32_t msn = 1) {
+  return ulpdu(untagged(Opcode::RdmaReadRequest, msn),
+               rr_bytes({0xabcd0001, 0x0102030405060708ull, size, src_stag, src_to}));
 }
 inline Bytes be64(std::uint64_t v) {
   Bytes b(8);
@@ -452,6 +478,112 @@ inline Bytes terminate_ulpdu(TermCode code, bool m, bool d, bool r, const Bytes&
   }
   if (r) u = cat(u, slice(offending, kUntaggedHdrLen, kReadRequestHdrLen));
   return u;
+}
+
+// ---- one endpoint under attack ---------------------------------------------------
+
+// A DUT with memory to aim at and work outstanding to watch being flushed.
+struct Hostile {
+  Dut d;
+  Buf w;     // PD 1, every right, 256 octets: the legitimate target
+  Buf other; // PD 2
+  Buf ro;    // remote read only
+  Buf rbuf;  // receive buffer, local write only
+  Buf sink;  // RDMA Read sink, local write only
+  bool armed_recv = false, armed_read = false;
+  bool has_srq = false;
+
+  explicit Hostile(QpConfig c = Dut::dut_cfg(), SharedRecvQueue* srq = nullptr)
+      : d(c, srq), has_srq(srq != nullptr) {
+    w = reg(d.mem, 256);
+    other = reg(d.mem, 256, kAllAccess, 2);
+    ro = reg(d.mem, 256, access::kRemoteRead);
+    rbuf = reg(d.mem, 256, access::kLocalWrite);
+    sink = reg(d.mem, 64, access::kLocalWrite);
+  }
+  Qp& qp() { return *d.qp; }
+
+  // A receive buffer (wr 100) and an RDMA Read awaiting its Response (wr 200).
+  void arm(bool recv = true, bool read = true) {
+    if (recv) REQUIRE(qp().post_recv(recv_wr(100, {rbuf.all()})) == PostError::None);
+    if (read) {
+      REQUIRE(qp().post_send(read_wr(200, {sink.all()}, 0x5eed0001, 0x1000)) == PostError::None);
+      auto segs = d.segs(d.drain());
+      REQUIRE(segs.size() == 1);
+      REQUIRE(segs[0].h.opcode == static_cast<std::uint8_t>(Opcode::RdmaReadRequest));
+    }
+    armed_recv = recv;
+    armed_read = read;
+  }
+
+  // Every outstanding WR completed: the first with `first`, the rest flushed.
+  void expect_flushed(WcStatus first = WcStatus::Flushed) {
+    auto cq = drain_cq(qp());
+    std::size_t i = 0;
+    REQUIRE(cq.size() == std::size_t{armed_read} + std::size_t{armed_recv});
+    if (armed_read) {
+      check_completion(cq[i++], 200, first, WcOpcode::RdmaRead, 64, false);
+      first = WcStatus::Flushed;
+    }
+    if (armed_recv) check_completion(cq[i++], 100, WcStatus::Flushed, WcOpcode::Recv, 0, true);
+    CHECK(qp().sq_outstanding() == 0);
+    CHECK(qp().rq_outstanding() == 0);
+    CHECK(qp().reads_outstanding() == 0);
+    CHECK(qp().inbound_reads_queued() == 0);
+  }
+
+  // HX-064: after the error every later segment is dropped unread.
+  void expect_dropped() {
+    const Bytes before = w.data, rbefore = rbuf.data;
+    d.feed(ulpdu(tagged(Opcode::RdmaWrite, w.stag, w.to(0)), {}, pattern(32, 9)));
+    d.feed(ulpdu(untagged(Opcode::Send, 1), {}, pattern(8, 1)));
+    d.feed(ulpdu(untagged(Opcode::RdmaReadRequest, 1), rr_bytes({0x1111, 0, 8, w.stag, w.to(0)})));
+    CHECK(w.data == before);
+    CHECK(rbuf.data == rbefore);
+    CHECK(drain_cq(qp()).empty());
+    CHECK(d.drain().empty());
+    // TM-003: nothing goes out after the Terminate; new work completes flushed.
+    REQUIRE(qp().post_send(send_wr(300, {})) == PostError::None);
+    if (!has_srq) REQUIRE(qp().post_recv(recv_wr(301, {rbuf.all()})) == PostError::None);
+    auto cq = drain_cq(qp());
+    REQUIRE(cq.size() == (has_srq ? 1u : 2u));
+    for (const Completion& c : cq)
+      CHECK(c.status == WcStatus::Flushed);
+    CHECK(d.drain().empty());
+  }
+
+  // The DUT answered `offending` with exactly one Terminate of this content.
+  void expect_terminate(const Bytes& offending, TermCode code, bool m, bool dd, bool r) {
+    INFO("offending ULPDU " << hex(offending));
+    CHECK(qp().state() == QpState::Terminate);
+    CHECK_FALSE(qp().wants_disconnect());
+    auto segs = d.segs(d.drain());
+    REQUIRE(segs.size() == 1);
+    CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(code, m, dd, r, offending, d.cfg.version)));
+    CHECK(qp().state() == QpState::Error);
+    CHECK(qp().wants_disconnect());
+    REQUIRE(qp().error().has_value());
+    CHECK(qp().error()->code == code);
+    CHECK_FALSE(qp().error()->remote);
+    expect_flushed();
+    expect_dropped();
+  }
+  // Shorthands for the Fig. 10 header sets.
+  void expect_ddp_term(const Bytes& off, TermCode code) { expect_terminate(off, code, 1, 1, 0); }
+  void expect_rdma_term(const Bytes& off, TermCode code) { expect_terminate(off, code, 1, 1, 1); }
+  void expect_bare_term(const Bytes& off, TermCode code) { expect_terminate(off, code, 0, 0, 0); }
+
+  // Nothing wrong: no Terminate, still RTS.
+  void expect_accepted() {
+    CHECK(qp().state() == QpState::Rts);
+    CHECK_FALSE(qp().error().has_value());
+  }
+};
+
+inline QpConfig cfg7306() {
+  QpConfig c = Dut::dut_cfg();
+  c.rfc7306 = true;
+  return c;
 }
 
 } // namespace qpt

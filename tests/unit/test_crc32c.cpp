@@ -3,10 +3,10 @@
 // CRC32c as MPA uses it (RFC 5044 §4.4, requirements MPA-026 and Appendix A):
 // the two RFC 5044 FPDU vectors through the ISA-L path and the portable path,
 // incremental updates over arbitrary splits, and ISA-L == portable on random data.
+#include "catch_compat.hpp"
 #include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <string_view>

@@ -5,12 +5,12 @@
 // every segmentation, marker placement and CRC coverage (MPA-027, MPA-033..037,
 // MC-08..MC-10), the Full Operation hostile inputs HX-030..HX-036, and the
 // TxFrame gather list under partial writes.
+#include "catch_compat.hpp"
 #include "hex.hpp"
 #include "iwarp/crc32c.hpp"
 #include "iwarp/framing.hpp"
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <optional>
 #include <random>
@@ -486,7 +486,7 @@ TEST_CASE("MPA-001 every ULPDU size 0..1100 frames and deframes one FPDU each", 
 
 // ---- (3) markers and CRC coverage ------------------------------------------------------
 
-TEST_CASE("MC-09 markers every 512 octets over FPDUs of 8..>1024 octets; FPDUPTR 0 between FPDUs "
+TEST_CASE("MC-09 markers every 512 octets over FPDUs of 8..>1024 octets, FPDUPTR 0 between FPDUs "
           "(MPA-033, MPA-035)",
           "[framing]") {
   // FPDUs of 8, 12, 16 ... octets, then larger than 512 and 1024.
@@ -943,7 +943,7 @@ TEST_CASE("HX-036 ULPDU_Length above the limit: mpa_local_catastrophic without b
   }
 }
 
-TEST_CASE("DDP-074 an error from the sink stops the stream; nothing is delivered after it",
+TEST_CASE("DDP-074 an error from the sink stops the stream, nothing is delivered after it",
           "[framing]") {
   const std::vector<Bytes> ulpdus = {pattern(10, 1), pattern(800, 2), pattern(30, 3),
                                      pattern(4, 4)};

@@ -3,11 +3,11 @@
 // Wire formats (requirements §1): exact octet layouts and encode/decode round
 // trips of every header libiwarp/wire.hpp defines, the opcode table, the
 // Terminate code numbering and the MULPDU formula of RFC 5044 §4.5.
+#include "catch_compat.hpp"
 #include "hex.hpp"
 #include "iwarp/wire.hpp"
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
 #include <set>
@@ -214,7 +214,7 @@ TEST_CASE("MPA-054 octet 16 flag bits M C R S, Rev in octet 17, PD_Length in 18-
   }
 }
 
-TEST_CASE("MPA-056 R bit is sent only in a Reply; a Request never carries it", "[wire]") {
+TEST_CASE("MPA-056 R bit is sent only in a Reply, a Request never carries it", "[wire]") {
   MpaFrame f;
   f.reject = true;
   f.kind = MpaKind::Request;
@@ -279,7 +279,7 @@ TEST_CASE("MPA-059 PD_Length and Private Data follow the 20-octet header", "[wir
   }
 }
 
-TEST_CASE("EMPA-005 PD_Length counts the 4 enhanced octets; ULP PD follows them", "[wire]") {
+TEST_CASE("EMPA-005 PD_Length counts the 4 enhanced octets, ULP PD follows them", "[wire]") {
   MpaFrame f;
   f.kind = MpaKind::Request;
   f.rev = 2;

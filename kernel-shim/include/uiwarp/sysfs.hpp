@@ -10,6 +10,8 @@
 //   class/infiniband/<dev>/sys_image_guid        same
 //   class/infiniband/<dev>/{node_desc,fw_ver,hw_rev,board_id}
 //   class/infiniband/<dev>/uiwarp_netdev         <nd> (read by the uiwarp provider)
+//   class/infiniband/<dev>/device/net/<nd>       symlink to /sys/class/net/<nd>, where a NIC's
+//                                                device lists its netdev (rdma-core's tests)
 //   class/infiniband/<dev>/ports/1/{state,phys_state,link_layer,lid,sm_lid,lid_mask_count,
 //                                   sm_sl,cap_mask}
 //   class/infiniband/<dev>/ports/1/gids/<i>      GID i, "xxxx:xxxx:...:xxxx" (8 groups)

@@ -37,6 +37,9 @@ public:
   // Copy of the whole frame (tests, the protocol demo, the startup machine).
   std::vector<std::byte> to_bytes() const;
   void clear();
+  // Sizes the gather list for FPDUs of up to `max_ulpdu` octets with that many payload
+  // pieces, so that building frames does not allocate.
+  void reserve(std::size_t max_ulpdu, bool markers, std::size_t payload_pieces = 16);
 
 private:
   friend class FpduTx;
@@ -101,7 +104,8 @@ private:
 
 // Where a received ULPDU goes. The deframer calls these in order, for each FPDU:
 // ulpdu_begin, then ulpdu_dest/ulpdu_landed pairs until `len` octets landed, then
-// ulpdu_end.
+// ulpdu_end. Between any two of them the sink may hold the stream (ulpdu_hold): the
+// deframer then takes no more octets until it stops holding.
 class UlpduSink {
 public:
   virtual ~UlpduSink() = default;
@@ -114,6 +118,9 @@ public:
   virtual std::optional<TermCode> ulpdu_landed(std::size_t offset, std::size_t n) = 0;
   // The FPDU is complete; `error` is a CRC or marker error (RFC 5044 §8) if any.
   virtual void ulpdu_end(std::optional<TermCode> error) = 0;
+  // True while the sink cannot take the stream's next octets (a Send waiting for a
+  // receive buffer): next() is then empty and feed() stops, leaving them to TCP.
+  virtual bool ulpdu_hold() const { return false; }
 };
 
 // Receive half of one MPA connection (RFC 5044 §5.2, §6: in-order receiver that
@@ -126,12 +133,13 @@ public:
 
   void set_sink(UlpduSink* sink) { sink_ = sink; }
 
-  // Where the next received octets go (never empty). After an error it is a
-  // scratch area: the stream is drained and ignored (RFC 5044 §8, MPA-074).
+  // Where the next received octets go; empty only while the sink holds the stream. After
+  // an error it is a scratch area: the stream is drained and ignored (RFC 5044 §8, MPA-074).
   MutBytes next();
   // `n` octets (<= next().size()) were written to next().
   void advance(std::size_t n);
-  // Copies `in` through next()/advance(); returns octets consumed (all of them).
+  // Copies `in` through next()/advance(); returns octets consumed (all of them, unless the
+  // sink started holding the stream).
   std::size_t feed(ConstBytes in);
 
   // The first error seen, if any (MPA code, or whatever the sink returned).

@@ -3,8 +3,9 @@
 // The STag table: registered memory as DDP tagged buffers (RFC 5041 §8, RFC 5040
 // §8.1). An STag is a 24-bit index and an 8-bit key (RFC 5040 §8.1.1(8): hard to
 // predict); each region belongs to a protection domain, has access rights, and
-// maps a TO range (VA-based or zero-based) onto host memory. Not thread-safe:
-// the owner serialises access.
+// maps a TO range (VA-based or zero-based) onto host memory. Thread-safe: a
+// reader-writer lock, taken shared by the per-segment lookups of every QP and
+// exclusively by the rare changes (registration, invalidation).
 #pragma once
 
 #include "iwarp/wire.hpp"
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <shared_mutex>
 #include <vector>
 
 namespace iwarp {
@@ -67,10 +69,15 @@ public:
   // Restricts a region to one stream (RFC 5041 §8.2 DDP-Stream association,
   // DDP-081); `qp` 0 returns it to PD-wide use. False if the STag is unknown.
   bool associate(std::uint32_t stag, std::uint32_t qp);
-  // Remote invalidation (Send with Invalidate): the STag stays allocated but unusable.
+  // Remote invalidation (Send with Invalidate, RFC 5040 §5.3): the STag stays allocated but
+  // unusable. InvalidStag if it is unknown or already invalid, NotAssociated if it belongs
+  // to another PD or stream; nothing changes then.
+  std::optional<MemError> invalidate(std::uint32_t stag, std::uint32_t pd, std::uint32_t qp);
+  // Local invalidation: false if the STag is unknown.
   bool invalidate(std::uint32_t stag);
-  const MemoryRegion* find(std::uint32_t stag) const;
-  std::size_t size() const { return live_; }
+  // A copy of the region `stag` names (a copy: the table may change meanwhile).
+  std::optional<MemoryRegion> lookup(std::uint32_t stag) const;
+  std::size_t size() const;
 
   // Validates [to, to+len) of `stag` for a stream of protection domain `pd` and
   // stream id `qp`, needing `need` access bits. On success, the host address.
@@ -82,7 +89,9 @@ public:
                    std::uint64_t len, std::uint32_t need) const;
 
 private:
+  const MemoryRegion* find(std::uint32_t stag) const; // lock held
   std::uint8_t next_key();
+  mutable std::shared_mutex mu_;
   std::vector<MemoryRegion> regions_; // index = stag >> 8
   std::vector<std::uint32_t> free_;
   std::size_t live_ = 0;

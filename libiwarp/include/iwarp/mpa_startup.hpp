@@ -50,7 +50,9 @@ struct MpaPolicy {
   bool large_fpdu = false;                        // siw's private flag (kMpaFlagLargeFpdu)
   bool accept_unenhanced_reply = true;            // IM-11: rev1/S=0 Reply to an S=1 Request
   std::size_t max_private_data = kMaxPrivateData; // HX-008: local PD buffer
-  std::chrono::milliseconds timeout{60000};       // MPA-069: whole exchange
+  // MPA-069: the whole exchange. 10 s, as Linux siw's initiator waits for the Reply
+  // (MPAREQ_TIMEOUT; its responder waits 5 s for the Request, erdma 10 s and 20 s).
+  std::chrono::milliseconds timeout{10000};
 };
 
 // What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9).

@@ -15,14 +15,16 @@
 // outstanding work request, and stops all further placement (RFC 5041 §7.1).
 #pragma once
 
+#include "iwarp/conn_params.hpp"
+#include "iwarp/containers.hpp"
 #include "iwarp/framing.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "iwarp/wire.hpp"
 
 #include <cstdint>
-#include <deque>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -35,6 +37,12 @@ struct Sge {
   std::uint32_t length = 0;
   std::uint32_t lkey = 0;
 };
+
+// Work requests are values of fixed size (posting copies one into a slot of a queue sized
+// at QP creation: no allocation per post); these bound max_sge and max_inline.
+inline constexpr std::size_t kMaxSge = 16;
+inline constexpr std::size_t kMaxInline = 256;
+using Sgl = StaticVector<Sge, kMaxSge>;
 
 enum class WrOpcode : std::uint8_t {
   Send,
@@ -53,8 +61,8 @@ struct SendWr {
   bool signaled = true;
   bool solicited = false; // Send with SE / Immediate Data with SE
   bool fence = false;     // wait for earlier Reads and Atomics to complete
-  std::vector<Sge> sgl;
-  std::vector<std::byte> inline_data; // used instead of sgl when non-empty
+  Sgl sgl;
+  StaticVector<std::byte, kMaxInline> inline_data; // used instead of sgl when non-empty
   bool is_inline = false;
   std::uint32_t remote_stag = 0; // rkey
   std::uint64_t remote_addr = 0; // remote TO
@@ -66,7 +74,7 @@ struct SendWr {
 
 struct RecvWr {
   std::uint64_t wr_id = 0;
-  std::vector<Sge> sgl;
+  Sgl sgl;
 };
 
 enum class WcStatus : std::uint8_t {
@@ -152,30 +160,44 @@ struct QpConfig {
   bool rfc7306 = false; // accept Immediate Data and Atomics
   std::uint32_t sq_depth = 1024;
   std::uint32_t rq_depth = 1024;
-  std::uint32_t max_sge = 16;
-  std::uint32_t max_inline = 256;
+  std::uint32_t max_sge = kMaxSge;       // at most kMaxSge
+  std::uint32_t max_inline = kMaxInline; // at most kMaxInline
   bool large_fpdu = false;    // both ends set siw's flag: accept FPDUs up to 65535 octets
   bool initiator = true;      // MPA role: the responder never sends first (RFC 5044 r4)
   std::optional<RtrType> rtr; // initiator: RTR to send first (RFC 6581 §9.2)
   bool expect_rtr = false;    // responder: first message is the RTR (hidden)
+  // HX-059 allows transparent recovery when a Send finds no receive buffer: hold the stream
+  // (TCP then holds the sender, as IB's RNR does) until one is posted or the edge gives up
+  // (rx_hold_expired). Off: the Terminate of RFC 5041 §7.2 at once.
+  bool hold_for_buffer = false;
 };
 
-// Connection parameters from an MpaResult (plus local limits).
-QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulpdu);
+// The QP configuration a connection's negotiated parameters ask for, sending ULPDUs of at most
+// `mulpdu` octets (MPA-040: from the EMSS; any size up to kMaxUlpdu once both ends agreed on
+// large FPDUs). Limits that are local (depths, SGEs, stream id, PD) keep their defaults.
+QpConfig qp_config_from(const ConnParams& p, std::size_t mulpdu);
+// The same, straight from an MPA result.
+inline QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulpdu) {
+  return qp_config_from(conn_params(mpa, role), mulpdu);
+}
 
-// Shared receive queue: QPs take buffers from it when they need them.
+// Shared receive queue: QPs take buffers from it when they need them. It has its own lock:
+// the QPs that share it take buffers from their own threads.
 class SharedRecvQueue {
 public:
-  explicit SharedRecvQueue(std::uint32_t depth) : depth_(depth) {}
-  PostError post(RecvWr wr);
+  explicit SharedRecvQueue(std::uint32_t depth) : q_(depth), depth_(depth) {}
+  PostError post(const RecvWr& wr);
   std::optional<RecvWr> take();
-  std::size_t size() const { return q_.size(); }
-  std::uint32_t depth() const { return depth_; }
+  std::size_t size() const;
+  std::uint32_t depth() const;
+  // modify_srq max_wr: InvalidArgument below the WRs posted now.
+  PostError set_depth(std::uint32_t depth);
   // The posted WRs, for flush when the SRQ is destroyed.
-  std::deque<RecvWr> drain();
+  std::vector<RecvWr> drain();
 
 private:
-  std::deque<RecvWr> q_;
+  mutable std::mutex mu_;
+  Ring<RecvWr> q_;
   std::uint32_t depth_;
 };
 
@@ -190,8 +212,8 @@ public:
   const std::optional<QpError>& error() const { return error_; }
 
   // ---- work requests (post after error: completes with Flushed) ----
-  PostError post_send(SendWr wr);
-  PostError post_recv(RecvWr wr);
+  PostError post_send(const SendWr& wr);
+  PostError post_recv(const RecvWr& wr);
 
   // ---- transmit ----
   // Appends the gather list of what is ready to send (at most `max_iov` pieces).
@@ -201,9 +223,17 @@ public:
   bool tx_pending();
 
   // ---- receive ----
+  // Where to read next; empty while the stream is held (rx_held): read nothing then.
   MutBytes rx_next() { return rx_.next(); }
   void rx_advance(std::size_t n) { rx_.advance(n); }
+  // Takes received octets; returns how many (fewer than given once the stream is held).
   std::size_t rx_feed(ConstBytes in) { return rx_.feed(in); }
+  // A Send is waiting for a receive buffer (QpConfig::hold_for_buffer).
+  bool rx_held() const { return rx_hold_; }
+  // Looks again for the buffer a held Send needs (after an SRQ post; post_recv does it).
+  void rx_retry();
+  // The edge gives up waiting: the held Send gets the no-buffer Terminate (HX-059).
+  void rx_hold_expired();
 
   // ---- connection events ----
   // TCP FIN (graceful) or RST/loss from the peer (RFC 5044 §8 code 1, HX-038).
@@ -240,11 +270,12 @@ private:
     WcStatus status = WcStatus::Success;
     int stage = 0; // messages of this WR already started (Write with Immediate has two)
   };
+  using Pieces = StaticVector<ConstBytes, kMaxSge>;
   // An outbound message being segmented.
   struct TxMsg {
-    DdpHeader hdr;                    // template; MO/TO/L set per segment
-    std::vector<std::byte> rdmap_hdr; // Read Request / Atomic / Immediate / Terminate
-    std::vector<ConstBytes> payload;  // resolved local memory, in order
+    DdpHeader hdr;                                           // template; MO/TO/L set per segment
+    StaticVector<std::byte, kAtomicRequestHdrLen> rdmap_hdr; // Read Request / Atomic / Immediate
+    Pieces payload;                                          // resolved local memory, in order
     std::uint64_t length = 0;
     std::uint64_t sent = 0;
     std::size_t piece = 0; // cursor into payload
@@ -269,15 +300,16 @@ private:
   };
   // An RDMA Read or Atomic we sent and await the response to (RFC 5040 §5.2.2).
   struct Outstanding {
+    Outstanding() = default;
     explicit Outstanding(SqEntry* e) : entry(e) {}
-    SqEntry* entry;
+    SqEntry* entry = nullptr;
     std::uint32_t sink_stag = 0;
     std::uint64_t sink_to = 0;
     std::uint32_t length = 0;
     std::uint32_t received = 0;
     bool atomic = false;
     std::uint32_t req_id = 0;
-    std::vector<MutBytes> sink; // resolved local buffers
+    StaticVector<MutBytes, kMaxSge> sink; // resolved local buffers
   };
   // An inbound Read (or Atomic) Request waiting for its response (IRQ).
   struct InboundRead {
@@ -286,13 +318,15 @@ private:
     AtomicResponseHeader atomic_resp{};
   };
   struct RqEntry {
-    RqEntry(RecvWr w, std::uint64_t cap) : wr(std::move(w)), capacity(cap) {}
+    RqEntry() = default;
+    RqEntry(const RecvWr& w, std::uint64_t cap) : wr(w), capacity(cap) {}
     RecvWr wr;
     std::uint64_t capacity = 0;
-    std::uint32_t length = 0; // message length once the last segment arrived
+    std::uint32_t length = 0;     // message length once the last segment arrived
+    std::uint64_t placed_end = 0; // highest MO + length any segment of it placed (HX-063)
     bool last_seen = false;
     bool resolved = false;
-    std::vector<MutBytes> spans; // the SGEs resolved to host memory
+    StaticVector<MutBytes, kMaxSge> spans; // the SGEs resolved to host memory
     bool solicited = false;
     std::optional<std::uint32_t> invalidated;
     std::optional<std::uint64_t> immediate;
@@ -309,16 +343,17 @@ private:
   // qp_tx.cpp
   bool start_next_message();
   bool build_frame();
-  std::optional<WcStatus> resolve_local(const std::vector<Sge>& sgl, std::uint32_t need,
-                                        std::vector<ConstBytes>& out, std::uint64_t& total);
+  std::optional<WcStatus> resolve_local(const Sgl& sgl, std::uint32_t need, Pieces& out,
+                                        std::uint64_t& total);
   void queue_terminate(const TerminateHeader& t);
-  void segment_payload(TxMsg& m, std::size_t max, std::vector<ConstBytes>& out);
+  void segment_payload(TxMsg& m, std::size_t max, Pieces& out);
 
   // qp_rx.cpp (UlpduSink)
   std::optional<TermCode> ulpdu_begin(std::size_t len) override;
   MutBytes ulpdu_dest(std::size_t offset, std::size_t max) override;
   std::optional<TermCode> ulpdu_landed(std::size_t offset, std::size_t n) override;
   void ulpdu_end(std::optional<TermCode> error) override;
+  bool ulpdu_hold() const override { return rx_hold_; }
   std::optional<TermCode> header_landed(std::size_t offset, std::size_t n);
   std::optional<TermCode> on_header();
   std::optional<TermCode> check_tagged();
@@ -331,7 +366,7 @@ private:
   void malformed_terminate(std::string message);
   std::optional<TermCode> reject_terminate(std::string message);
   RqEntry* rq_entry(std::uint32_t k);
-  static MutBytes span_dest(std::vector<MutBytes>& spans, std::uint64_t off, std::size_t max);
+  static MutBytes span_dest(std::span<const MutBytes> spans, std::uint64_t off, std::size_t max);
   std::optional<TermCode> reject(TermCode code, std::string message, bool with_header = true,
                                  bool with_rdma_header = false);
 
@@ -351,25 +386,27 @@ private:
 
   // transmit
   FpduTx tx_;
-  std::deque<SqEntry> sq_;
+  // The queues are rings sized in the constructor; pointers into sq_, orq_ and rq_ (frames
+  // to the WR they complete, the Read a response is placed for, the buffer a Send fills)
+  // stay valid because the rings never grow past those sizes.
+  Ring<SqEntry> sq_;
   std::size_t sq_next_ = 0; // first SQ entry not yet started
   std::optional<TxMsg> cur_;
-  std::deque<QueuedFrame> frames_;
-  std::deque<QueuedFrame> spare_frames_;
-  std::deque<Outstanding> orq_;
-  std::deque<InboundRead> irq_;
+  Ring<QueuedFrame> frames_; // slots keep their TxFrame buffers for reuse
+  Ring<Outstanding> orq_;
+  Ring<InboundRead> irq_;
   bool prefer_irq_ = false;
   bool tx_allowed_; // RFC 5044 §7.1.2 r4: the responder waits for the first FPDU
   bool terminate_queued_ = false;
   bool terminate_sent_ = false;
   std::uint32_t tx_msn_[4] = {1, 1, 1, 1};
   std::uint32_t next_atomic_id_ = 1;
-  std::vector<std::byte> hdr_scratch_; // DDP + RDMAP header of the frame being built
+  std::array<std::byte, kUntaggedHdrLen + kAtomicRequestHdrLen> hdr_scratch_{}; // frame header
   bool rtr_pending_ = false;
 
   // receive
   FpduRx rx_;
-  std::deque<RqEntry> rq_;
+  Ring<RqEntry> rq_;
   std::uint32_t rx_msn_[4] = {1, 1, 1, 1}; // next expected MSN per QN
   std::size_t ulpdu_len_ = 0;
   std::size_t hdr_need_ = 0; // header octets to collect before placement
@@ -385,12 +422,14 @@ private:
   bool rx_stopped_ = false;  // after an error or a Terminate: drop everything
   bool rx_rejected_ = false; // this segment failed validation: reported at its end
   bool rtr_swallow_ = false; // the current message is the hidden Send RTR
+  bool rx_hold_ = false;     // the current Send waits for a receive buffer
+  bool hold_expired_ = false;
   std::size_t rx_rdmap_hdr_ = 0;
   std::optional<PendingTerm> pending_term_;
   bool peer_closed_ = false;
 
   // completions
-  std::deque<Completion> cq_;
+  Ring<Completion> cq_;
   bool solicited_ = false;
 };
 

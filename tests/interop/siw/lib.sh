@@ -11,6 +11,7 @@
 # Needs: UIWARP_RUN, UIWARP_CLI (built binaries), root, /dev/net/tun, qemu-system-x86_64, ip.
 
 SIW_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$SIW_HERE/../../../scripts/lib/common.sh" # state_dir, uiwarpd_stop, wait_listen
 SIW_CACHE=${UIWARP_SIW_CACHE:-/var/cache/uiwarp-siw}
 GUEST=10.0.2.15
 HOST=10.0.2.2
@@ -38,8 +39,7 @@ siw_setup() {
   SW=$1
   mkdir -p "$SW"
   NS=uwsiw$$
-  export UIWARP_STATE_DIR=$SW/state
-  mkdir -m 700 -p "$UIWARP_STATE_DIR"
+  state_dir "$SW/state"
   ip netns add "$NS"
   ip -n "$NS" link set lo up
   ip -n "$NS" tuntap add dev siwtap0 mode tap
@@ -56,11 +56,8 @@ siw_teardown() {
   ip netns del "$NS" 2>/dev/null || true
 }
 
-# The uiwarpd of our state dir, if any (uiwarp-run starts one on demand).
-uiwarpd_stop() { pkill -f "uiwarpd --socket $UIWARP_STATE_DIR/" 2>/dev/null || true; sleep 0.2; }
-
 # uiwarp_policy KEY=VALUE...: the uiwarpd policy for the next connections (see
-# cm/uiwarpd_config.hpp); restarts our daemon so that it reads it. Always with
+# cm/daemon/config.hpp); stops our daemon (uiwarpd_stop) so that the next one reads it. Always with
 # first-fpdu-delay-ms (SIW_FIRST_FPDU_DELAY_MS, default 50; 0 to see siw's start-up race):
 # as initiator, uiwarp then sends its first FPDU 50 ms after siw's MPA Reply, by when siw
 # reads its socket (README.md).
@@ -210,14 +207,7 @@ guest_listening() {
   hex=$(printf ':%04X ' "$1")
   g 60 "i=0; until grep -q '$hex.* 0A ' /proc/net/tcp; do i=\$((i+1)); [ \$i -lt 200 ] || exit 1; sleep 0.2; done" >/dev/null
 }
-host_listening() {
-  local i
-  for i in $(seq 200); do
-    [[ -n $(ip netns exec "$NS" ss -Hltn "sport = :$1") ]] && return 0
-    sleep 0.2
-  done
-  return 1
-}
+host_listening() { wait_listen -n "$NS" -t 40 "$1"; }
 
 # guest_uiwarp_cpio BUILD-DIR OUT: a cpio (gzip) that puts uiwarp, as `cmake --install` lays it
 # out under /usr/local, into the guest, with the shared libraries it needs that the guest's

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+#include "config.hpp"
+
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace uiwarp::daemon {
+
+namespace {
+
+bool parse_bool(const std::string& v, bool* out) {
+  if (v == "on" || v == "yes" || v == "true" || v == "1") return *out = true, true;
+  if (v == "off" || v == "no" || v == "false" || v == "0") return *out = false, true;
+  return false;
+}
+
+bool parse_rtr(const std::string& v, iwarp::RtrSet* out) {
+  iwarp::RtrSet r;
+  std::stringstream ss(v);
+  std::string t;
+  while (std::getline(ss, t, ',')) {
+    if (t == "send")
+      r.send = true;
+    else if (t == "write")
+      r.write = true;
+    else if (t == "read")
+      r.read = true;
+    else
+      return false;
+  }
+  if (!r.any()) return false;
+  *out = r;
+  return true;
+}
+
+// One setter per key; flags and the file share them.
+using Setter = std::function<bool(Config&, const std::string&)>;
+const std::map<std::string, Setter>& setters() {
+  static const std::map<std::string, Setter> m = {
+      {"mpa-revision",
+       [](Config& c, const std::string& v) {
+         if (v != "1" && v != "2") return false;
+         c.mpa.revision = static_cast<std::uint8_t>(v[0] - '0');
+         return true;
+       }},
+      {"crc", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.crc); }},
+      {"markers", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.markers); }},
+      {"p2p", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.p2p); }},
+      {"rtr", [](Config& c, const std::string& v) { return parse_rtr(v, &c.mpa.rtr); }},
+      {"ird",
+       [](Config& c, const std::string& v) {
+         int n = std::stoi(v);
+         if (n < 0 || n > 128) return false;
+         c.mpa.ird = static_cast<std::uint16_t>(n);
+         return true;
+       }},
+      {"ord",
+       [](Config& c, const std::string& v) {
+         int n = std::stoi(v);
+         if (n < 0 || n > 128) return false;
+         c.mpa.ord = static_cast<std::uint16_t>(n);
+         return true;
+       }},
+      {"permissive",
+       [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
+      {"large-fpdu",
+       [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
+      {"first-fpdu-delay-ms",
+       [](Config& c, const std::string& v) {
+         long n = std::stol(v);
+         if (n < 0 || n > 10000) return false;
+         c.first_fpdu_delay = std::chrono::milliseconds(n);
+         return true;
+       }},
+      {"startup-timeout-ms",
+       [](Config& c, const std::string& v) {
+         long n = std::stol(v);
+         if (n <= 0) return false;
+         c.mpa.timeout = std::chrono::milliseconds(n);
+         return true;
+       }},
+  };
+  return m;
+}
+
+bool apply(Config& cfg, const std::string& key, const std::string& value, std::string* err) {
+  auto it = setters().find(key);
+  bool ok = false;
+  if (it != setters().end()) {
+    try {
+      ok = it->second(cfg, value);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok)
+    *err = it == setters().end() ? "unknown setting '" + key + "'"
+                                 : "bad value '" + value + "' for " + key;
+  return ok;
+}
+
+} // namespace
+
+void add_policy_options(CLI::App& app, Config& cfg) {
+  for (const auto& [key, set] : setters()) {
+    app.add_option_function<std::string>(
+           "--" + key,
+           [&cfg, key = key](const std::string& v) {
+             std::string err;
+             if (!apply(cfg, key, v, &err)) throw CLI::ValidationError(err);
+           },
+           "policy: " + key + " (see uiwarpd.conf)")
+        ->group("MPA policy");
+  }
+}
+
+bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err) {
+  std::ifstream in(file);
+  if (!in) {
+    if (file == kDefaultConfigFile) return true; // optional
+    *err = "cannot read " + file;
+    return false;
+  }
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    line = line.substr(0, line.find('#'));
+    auto eq = line.find('=');
+    auto trim = [](std::string s) {
+      s.erase(0, s.find_first_not_of(" \t"));
+      s.erase(s.find_last_not_of(" \t\r") + 1);
+      return s;
+    };
+    if (trim(line).empty()) continue;
+    if (eq == std::string::npos) {
+      *err = file + ":" + std::to_string(n) + ": expected key = value";
+      return false;
+    }
+    std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
+    if (app.count("--" + key)) continue; // the command line wins
+    if (!apply(cfg, key, value, err)) {
+      *err = file + ":" + std::to_string(n) + ": " + *err;
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace uiwarp::daemon

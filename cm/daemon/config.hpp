@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd's policy: /etc/uiwarp/uiwarpd.conf ("key = value" lines, '#' comments),
+// overridden by command-line flags of the same names.
+#pragma once
+
+#include "iwarp/mpa_startup.hpp"
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace uiwarp::daemon {
+
+inline constexpr const char* kDefaultConfigFile = "/etc/uiwarp/uiwarpd.conf";
+
+struct Config {
+  // Defaults: MPA rev 2, CRC on, markers off, and peer-to-peer mode (RFC 6581 RTR):
+  // without it the responder may not send before the initiator's first message
+  // (RFC 5044 §7.1.2 r4), which deadlocks applications whose passive side sends
+  // first (ib_write_lat). Hardware RNICs default to it too (cxgb4's peer2peer=1).
+  //
+  // The private data a peer may send is what the program can receive: the RDMA CM event's
+  // private_data_len is 8 bits (struct rdma_ucm_conn_param), so a Request or Reply with more than
+  // 255 octets of ULP private data is improperly formatted for this endpoint (RFC 5044 §7.1.2 r9,
+  // HX-008) and the connection closes, instead of reaching the program as a truncated (or, from 256
+  // octets on, empty) private data. RNICs draw the same line (cxgb4: MPA_MAX_PRIVATE_DATA 256).
+  //
+  // siw's large-FPDU flag is on: FPDUs may then exceed the TCP MSS when the peer sets it too
+  // (uiwarp and siw's gso build do; others ignore a bit RFC 5044 reserves), so a 64 KiB Write
+  // over a 1500-octet link is one FPDU with one header and CRC instead of 45.
+  Config() {
+    mpa.p2p = true;
+    mpa.large_fpdu = true;
+    mpa.max_private_data = kMaxProgramPrivateData;
+  }
+  static constexpr std::size_t kMaxProgramPrivateData = 255;
+  iwarp::MpaPolicy mpa;
+  // Initiator: how long to hold the connection after the MPA Reply before handing it to the
+  // application, i.e. before the first FPDU (the RTR) goes out. 0 = at once. A work-around for
+  // peers with Linux siw's passive-side start-up race (siw_accept() sends the Reply before it
+  // hooks its receive path; FPDUs arriving in between are not read until more data comes, and
+  // the connection stalls). RFC 5044 §7.1.2 and RFC 6581 §9.2 allow sending at once.
+  std::chrono::milliseconds first_fpdu_delay{0};
+};
+
+// Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
+// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms.
+void add_policy_options(CLI::App& app, Config& cfg);
+// Reads `file` (a missing default file is fine) for the keys not given as flags.
+bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);
+
+} // namespace uiwarp::daemon

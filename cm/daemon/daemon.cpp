@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd's event loop (daemon.hpp).
+#include "daemon.hpp"
+
+#include "status.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace uiwarp::daemon {
+
+namespace {
+
+void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
+
+std::uint64_t tag(std::uint32_t kind, int fd) {
+  return (std::uint64_t{kind} << 32) | static_cast<std::uint32_t>(fd);
+}
+
+// A socket a client passed: TCP, and listening or not as `listening` says (it was made in the
+// client's network namespace, which Clients::accept checked is ours).
+bool tcp_socket(int fd, bool listening) {
+  int type = 0, proto = 0, acc = 0;
+  socklen_t l1 = sizeof type, l2 = sizeof proto, l3 = sizeof acc;
+  return fd >= 0 && !::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &l1) && type == SOCK_STREAM &&
+         !::getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &proto, &l2) && proto == IPPROTO_TCP &&
+         !::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &acc, &l3) && (acc != 0) == listening;
+}
+
+void set_nonblocking(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+// rdma_set_option(RDMA_OPTION_ID_TOS) becomes the TCP connection's TOS / traffic class, as the
+// kernel's iWARP drivers apply the cm_id's tos to their socket.
+void set_tos(int fd, int family, int tos) {
+  if (tos < 0) return;
+  if (family == AF_INET6)
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos);
+  else
+    ::setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+}
+
+sockaddr_storage local_addr(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a;
+}
+
+std::uint32_t epoll_events(Interest i) {
+  switch (i) {
+  case Interest::None: return 0;
+  case Interest::Hangup: return EPOLLRDHUP;
+  case Interest::Readable: return EPOLLIN | EPOLLRDHUP;
+  case Interest::Writable: return EPOLLOUT | EPOLLRDHUP;
+  case Interest::Accept: return EPOLLIN;
+  }
+  return 0;
+}
+
+template <class... F> struct Overload : F... { using F::operator()...; };
+template <class... F> Overload(F...) -> Overload<F...>; // clang 14 has no aggregate CTAD
+
+} // namespace
+
+Daemon::Daemon(Config cfg, Fd unix_fd, std::string socket_label, bool any_user)
+    : cfg_(std::move(cfg)), unix_(std::move(unix_fd)), socket_label_(std::move(socket_label)),
+      any_user_(any_user), ep_(::epoll_create1(EPOLL_CLOEXEC)), clients_(unix_.get(), any_user),
+      sessions_(SessionPolicy{cfg_.mpa, cfg_.first_fpdu_delay}) {
+  watch(unix_.get(), Kind::Unix, EPOLLIN, EPOLL_CTL_ADD);
+  if (net_.ok())
+    watch(net_.fd(), Kind::Netlink, EPOLLIN, EPOLL_CTL_ADD);
+  else
+    log(net_.error());
+}
+
+void Daemon::watch(int fd, Kind k, std::uint32_t events, int op) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = tag(static_cast<std::uint32_t>(k), fd);
+  ::epoll_ctl(ep_.get(), op, fd, &ev);
+}
+
+int Daemon::run() {
+  epoll_event evs[64];
+  while (!stop_) {
+    int timeout = -1;
+    if (auto next = sessions_.deadline(); next != Clock::time_point::max()) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
+    }
+    int n = ::epoll_wait(ep_.get(), evs, 64, timeout);
+    if (n < 0 && errno != EINTR) return 1;
+    for (int i = 0; i < n; ++i) {
+      int fd = static_cast<int>(evs[i].data.u64 & 0xffffffff);
+      switch (static_cast<Kind>(evs[i].data.u64 >> 32)) {
+      case Kind::Unix: accept_clients(); break;
+      case Kind::Client: client_ready(fd, evs[i].events); break;
+      case Kind::Socket: socket_ready(fd, evs[i].events); break;
+      case Kind::Netlink: net_changed(); break;
+      }
+      run_actions();
+    }
+    if (auto now = Clock::now(); sessions_.deadline() <= now) {
+      sessions_.on_timer(now);
+      run_actions();
+    }
+  }
+  return 0;
+}
+
+// ---- clients ----
+
+void Daemon::accept_clients() {
+  for (;;) {
+    std::string refused;
+    ClientId c = clients_.accept(&refused);
+    if (c >= 0) {
+      watch(c, Kind::Client, EPOLLIN, EPOLL_CTL_ADD);
+      continue;
+    }
+    if (refused.empty()) return;
+    log(refused);
+  }
+}
+
+void Daemon::client_ready(ClientId c, std::uint32_t events) {
+  if ((events & EPOLLOUT) && clients_.on_writable(c)) {
+    drop_client(c);
+    return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+    // A few messages per wake-up: others' events are served in between.
+    for (int i = 0; i < 16; ++i) {
+      proto::Packet p;
+      std::string why;
+      Clients::Read r = clients_.read(c, &p, &why);
+      if (r == Clients::Read::Gone) {
+        drop_client(c, why);
+        return;
+      }
+      if (r == Clients::Read::Idle) break;
+      if (r == Clients::Read::Message) dispatch(c, std::move(p));
+      run_actions();
+      if (!clients_.find(c)) return;
+    }
+  }
+  if (clients_.find(c))
+    watch(c, Kind::Client, clients_.blocked(c) ? EPOLLIN | EPOLLOUT : EPOLLIN, EPOLL_CTL_MOD);
+}
+
+void Daemon::drop_client(ClientId c, const std::string& why) {
+  if (!clients_.find(c)) return;
+  if (!why.empty()) log(why);
+  ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, c, nullptr);
+  sessions_.on_client_gone(c);
+  clients_.drop(c);
+}
+
+void Daemon::reply(ClientId c, const proto::Message& m, int fd) {
+  if (int e = clients_.send(c, m, fd))
+    drop_client(c, e == ENOBUFS ? "dropped a client that does not read its replies" : "");
+  else if (clients_.blocked(c))
+    watch(c, Kind::Client, EPOLLIN | EPOLLOUT, EPOLL_CTL_MOD);
+}
+
+// One handler per request (the client -> uiwarpd half of daemon_proto.hpp).
+void Daemon::dispatch(ClientId c, proto::Packet p) {
+  Fd passed(p.fd); // Listen and Connect carry the client's socket; any other one is closed
+  const auto now = Clock::now();
+  std::visit(Overload{
+                 [&](const proto::Listen& m) { listen(c, m, std::move(passed)); },
+                 [&](const proto::Unlisten& m) { sessions_.on_unlisten(c, m); },
+                 [&](const proto::Connect& m) { connect(c, m, std::move(passed)); },
+                 [&](const proto::Accept& m) { sessions_.on_accept(c, m, now); },
+                 [&](const proto::Reject& m) { sessions_.on_reject(c, m, now); },
+                 [&](const proto::Resolve& m) { resolve(c, m); },
+                 [&](const proto::Status& m) { status(c, m); },
+                 [&](const auto&) {
+                   drop_client(c, "dropped a client that sent a message only uiwarpd sends");
+                 },
+             },
+             p.msg);
+}
+
+// The client bound and listens on its own socket (the port is its rdma_cm id's, as the kernel's
+// rdma_cm holds it); we accept on it and run MPA for each connection.
+void Daemon::listen(ClientId c, const proto::Listen& m, Fd s) {
+  if (!tcp_socket(s.get(), true)) {
+    sessions_.on_listen(c, m, -1, {});
+    return;
+  }
+  set_nonblocking(s.get());
+  sockaddr_storage addr = local_addr(s.get());
+  set_tos(s.get(), addr.ss_family, m.tos); // accepted sockets inherit it
+  int fd = s.get();
+  socks_[fd] = {std::move(s), 0};
+  sessions_.on_listen(c, m, fd, addr);
+  sync(fd);
+}
+
+// Connects the client's socket, bound to its rdma_cm id's address and port.
+void Daemon::connect(ClientId c, const proto::Connect& m, Fd s) {
+  if (!tcp_socket(s.get(), false) || m.dst.ss_family != m.src.ss_family) {
+    sessions_.on_connect(c, m, -1, 0, Clock::now());
+    return;
+  }
+  set_nonblocking(s.get());
+  set_tos(s.get(), m.dst.ss_family, m.tos);
+  socklen_t len = m.dst.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  int err = 0;
+  if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&m.dst), len) && errno != EINPROGRESS)
+    err = errno;
+  int fd = s.get();
+  socks_[fd] = {std::move(s), 0};
+  sessions_.on_connect(c, m, fd, err, Clock::now());
+  sync(fd);
+}
+
+void Daemon::resolve(ClientId c, const proto::Resolve& m) {
+  proto::ResolveReply r;
+  r.id = m.id;
+  std::string err;
+  if (auto route = route_to(m.dst, &err)) {
+    r.src = route->src;
+    r.netdev = route->netdev;
+  } else {
+    r.status = ENETUNREACH;
+    r.netdev = err;
+  }
+  reply(c, r);
+}
+
+void Daemon::status(ClientId c, const proto::Status& m) {
+  StatusSnapshot s;
+  s.connections_only = m.connections_only;
+  s.any_user = any_user_;
+  const Client* asker = clients_.find(c);
+  s.asker = asker ? asker->uid : 0;
+  s.now = Clock::now();
+  s.pid = ::getpid();
+  s.up = std::chrono::duration_cast<std::chrono::seconds>(s.now - started_);
+  s.socket = socket_label_;
+  s.policy = cfg_.mpa;
+  s.counters = sessions_.counters();
+  s.refused_clients = clients_.refused();
+  s.link_events = link_events_;
+  s.tcp = tcp_connections(&s.tcp_error);
+  // Forget connections the kernel no longer has (the application closed them).
+  if (s.tcp_error.empty())
+    sessions_.forget_handed([&](const HandedView& h) {
+      auto t = s.tcp.find({proto::addr_string(h.local), proto::addr_string(h.peer)});
+      return t == s.tcp.end() || t->second.state == "time-wait" || t->second.state == "close";
+    });
+  s.listeners = sessions_.listeners();
+  s.handed = sessions_.handed();
+  s.sessions = sessions_.sessions();
+  auto add_owner = [&](ClientId id) {
+    if (s.clients.count(id)) return;
+    if (const Client* cl = clients_.find(id)) s.clients[id] = {cl->uid, describe_process(cl->pid)};
+  };
+  for (const auto& l : s.listeners)
+    add_owner(l.client);
+  for (const auto& h : s.handed)
+    add_owner(h.client);
+  for (const auto& ss : s.sessions)
+    add_owner(ss.client);
+  if (!m.connections_only) {
+    s.links = net_.snapshot();
+    s.recent_link_events.assign(recent_.begin(), recent_.end());
+  }
+  for (auto& line : status_report(s))
+    reply(c, proto::StatusLine{line.substr(0, proto::kMaxPacket / 4)});
+  reply(c, proto::StatusEnd{});
+}
+
+// ---- TCP sockets ----
+
+void Daemon::socket_ready(SockId fd, std::uint32_t events) {
+  if (!socks_.count(fd)) return;
+  const auto now = Clock::now();
+  if (sessions_.interest(fd) == Interest::Accept) {
+    accept_tcp(fd);
+  } else if (sessions_.connecting(fd)) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err)
+      sessions_.on_socket_error(fd, err, now);
+    else if (events & EPOLLOUT)
+      sessions_.on_connected(fd, local_addr(fd), now);
+  } else if (sessions_.interest(fd) == Interest::Readable) {
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) read_mpa(fd);
+  } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    sessions_.on_peer_closed(fd, now);
+  }
+  sync(fd);
+}
+
+void Daemon::accept_tcp(SockId listener) {
+  for (;;) {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    Fd s(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len,
+                   SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!s) return;
+    int fd = s.get();
+    sockaddr_storage local = local_addr(fd);
+    socks_[fd] = {std::move(s), 0};
+    sessions_.on_incoming(listener, fd, local, peer, Clock::now());
+    sync(fd);
+  }
+}
+
+// Peeks, then consumes exactly the MPA frame: what follows belongs to the data path.
+void Daemon::read_mpa(SockId fd) {
+  std::byte buf[2048];
+  ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+  const auto now = Clock::now();
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (n < 0) {
+    sessions_.on_socket_error(fd, errno, now);
+  } else if (n == 0) {
+    sessions_.on_peer_closed(fd, now);
+  } else {
+    std::size_t used =
+        sessions_.on_bytes(fd, iwarp::ConstBytes(buf, static_cast<std::size_t>(n)), now);
+    [[maybe_unused]] ssize_t k = ::recv(fd, buf, used, MSG_DONTWAIT);
+  }
+}
+
+// Writes what the session has to say, as far as the socket takes it, and waits for what the
+// session waits for.
+void Daemon::sync(SockId fd) {
+  auto it = socks_.find(fd);
+  if (it == socks_.end()) return;
+  for (iwarp::ConstBytes out = sessions_.output(fd); !out.empty(); out = sessions_.output(fd)) {
+    ssize_t n = ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sessions_.consume_output(fd, static_cast<std::size_t>(n), Clock::now());
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN) sessions_.on_socket_error(fd, errno, Clock::now());
+    break;
+  }
+  std::uint32_t want = epoll_events(sessions_.interest(fd));
+  std::uint32_t& have = it->second.second;
+  if (want == have) return;
+  if (!want)
+    ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  else
+    watch(fd, Kind::Socket, want, have ? EPOLL_CTL_MOD : EPOLL_CTL_ADD);
+  have = want;
+}
+
+void Daemon::forget(SockId fd) {
+  auto it = socks_.find(fd);
+  if (it == socks_.end()) return;
+  if (it->second.second) ::epoll_ctl(ep_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  socks_.erase(it); // closes it
+}
+
+void Daemon::run_actions() {
+  for (auto actions = sessions_.take_actions(); !actions.empty();
+       actions = sessions_.take_actions()) {
+    for (auto& a : actions)
+      std::visit(Overload{
+                     [&](ToClient& m) {
+                       if (clients_.find(m.client)) reply(m.client, m.msg, m.pass);
+                       if (m.pass >= 0) forget(m.pass); // the client has its own copy now
+                     },
+                     [&](Close& m) { forget(m.sock); },
+                     [&](Flush& m) { sync(m.sock); },
+                     [&](Log& m) { log(m.line); },
+                 },
+                 a);
+  }
+}
+
+// ---- links ----
+
+void Daemon::net_changed() {
+  for (auto& line : net_.process()) {
+    log(line);
+    ++link_events_;
+    recent_.push_back(line);
+    if (recent_.size() > 16) recent_.pop_front();
+  }
+}
+
+} // namespace uiwarp::daemon

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd: the uiwarp connection manager. Programs' rdma_cm emulation (the shim) asks it to
+// listen, connect, accept and reject; it owns each TCP connection until the MPA exchange
+// (RFC 5044 §7.1, RFC 6581) is done, under the local policy, and then hands the connected socket
+// to the program with SCM_RIGHTS. One instance per user and network namespace (uiwarp-run starts
+// it), or one system-wide (socket-activated by uiwarpd.socket, see uiwarpd(8)).
+//
+// This file: flags and configuration, the Unix socket (ours, or systemd's), signals.
+#include "config.hpp"
+#include "daemon.hpp"
+#include "systemd_activation.hpp"
+#include "uiwarp/fd.hpp"
+#include "uiwarp/state.hpp"
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <string>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace uiwarp::daemon {
+
+namespace {
+
+void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
+
+Daemon* g_daemon = nullptr;
+void on_signal(int) {
+  if (g_daemon) g_daemon->stop();
+}
+
+// Runs the daemon on listening socket `s`; unlinks `socket_path` (ours, not systemd's) at exit.
+int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
+  ::signal(SIGPIPE, SIG_IGN);
+  Daemon d(std::move(cfg), std::move(s), system ? "the system socket" : socket_path, system);
+  g_daemon = &d;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  systemd_notify_ready(system ? "serving the system socket" : "serving " + socket_path);
+  int rc = d.run();
+  systemd_notify_stopping();
+  g_daemon = nullptr;
+  if (!socket_path.empty()) ::unlink(socket_path.c_str());
+  return rc;
+}
+
+// Our own socket (not systemd's): in the state directory unless --socket names one.
+int serve_own_socket(Config cfg, std::string socket_path, bool daemonize) {
+  std::string err;
+  if (socket_path.empty()) {
+    std::string dir = uiwarp::state_dir(&err);
+    if (dir.empty()) {
+      log(err);
+      return 1;
+    }
+    socket_path = dir + "/uiwarpd.sock";
+  }
+  // One daemon per socket: a second one exits at once.
+  Fd lock(::open((socket_path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
+  if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB)) {
+    log("another uiwarpd serves " + socket_path);
+    return 0;
+  }
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof sun.sun_path) {
+    log("socket path too long: " + socket_path);
+    return 1;
+  }
+  std::memcpy(sun.sun_path, socket_path.c_str(), socket_path.size());
+  ::unlink(socket_path.c_str());
+  Fd s(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  mode_t old = ::umask(0077);
+  bool bound = s && ::bind(s.get(), reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0;
+  ::umask(old);
+  if (!bound || ::listen(s.get(), 64)) {
+    log("cannot listen on " + socket_path + ": " + std::strerror(errno));
+    return 1;
+  }
+  if (daemonize && ::daemon(0, 0)) {
+    log(std::string("daemon: ") + std::strerror(errno));
+    return 1;
+  }
+  return serve(std::move(cfg), std::move(s), false, socket_path);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Config cfg;
+  std::string config_file = kDefaultConfigFile;
+  std::string socket_path;
+  bool daemonize = false;
+  CLI::App app{"uiwarpd: the uiwarp iWARP connection manager"};
+  app.add_option("-c,--config", config_file, "configuration file")->capture_default_str();
+  app.add_option("-s,--socket", socket_path,
+                 "Unix socket (default: in the uiwarp state directory)");
+  app.add_flag("-d,--daemon", daemonize, "detach and run in the background");
+  add_policy_options(app, cfg);
+  CLI11_PARSE(app, argc, argv);
+  std::string err;
+  if (!load_config(config_file, cfg, app, &err)) {
+    log(err);
+    return 2;
+  }
+  // Started by systemd (uiwarpd.socket): its socket; no lock (systemd runs one), no daemon().
+  if (int fd = systemd_listen_socket(&err); fd != -1) {
+    if (fd == -2) {
+      log(err);
+      return 1;
+    }
+    return serve(std::move(cfg), Fd(fd), true, "");
+  }
+  return serve_own_socket(std::move(cfg), std::move(socket_path), daemonize);
+}
+
+} // namespace uiwarp::daemon
+
+int main(int argc, char** argv) { return uiwarp::daemon::main(argc, argv); }

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd's sessions (sessions.hpp): listen, accept, connect, the MPA exchange and the
+// hand-over, as a state machine over the event loop's socket and client handles.
+#include "sessions.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace uiwarp::daemon {
+
+namespace {
+
+// How long a Reply (accepted or rejected) or a Terminate may take to drain before the session
+// gives up on a peer that does not read.
+constexpr std::chrono::seconds kDrainTimeout{2};
+
+std::vector<std::uint8_t> to_u8(const std::vector<std::byte>& v) {
+  std::vector<std::uint8_t> o(v.size());
+  std::transform(v.begin(), v.end(), o.begin(), [](std::byte b) { return std::uint8_t(b); });
+  return o;
+}
+std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
+  std::vector<std::byte> o(v.size());
+  std::transform(v.begin(), v.end(), o.begin(), [](std::uint8_t b) { return std::byte(b); });
+  return o;
+}
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+} // namespace
+
+// ---- listeners ----
+
+void Sessions::on_listen(ClientId c, const proto::Listen& m, SockId sock,
+                         const sockaddr_storage& addr) {
+  proto::ListenReply r{m.id, 0, {}};
+  if (sock < 0) {
+    r.status = EINVAL;
+    r.reason = "listen: the application passed no listening TCP socket";
+  } else {
+    listeners_[sock] = Listener{c, m.id, addr};
+  }
+  actions_.push_back(ToClient{c, std::move(r)});
+}
+
+void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    if (it->second.client == c && it->second.id == m.id) {
+      actions_.push_back(Close{it->first});
+      it = listeners_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
+                           const sockaddr_storage& peer, Clock::time_point now) {
+  auto l = listeners_.find(listener);
+  if (l == listeners_.end()) {
+    actions_.push_back(Close{sock});
+    return;
+  }
+  ++counters_.requests;
+  Session s;
+  s.client = l->second.client;
+  s.id = l->second.id;
+  s.token = next_token_++;
+  s.local = local;
+  s.peer = peer;
+  s.mpa = iwarp::MpaStartup::responder(policy_.mpa, now);
+  sessions_[sock] = std::move(s);
+}
+
+// ---- the active side ----
+
+void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int error,
+                          Clock::time_point now) {
+  ++counters_.connects;
+  if (sock < 0 || error) {
+    ++counters_.connect_failed;
+    proto::ConnectReply r;
+    r.id = m.id;
+    r.status = sock < 0 ? EINVAL : error;
+    r.reason = sock < 0 ? "connect: the application passed no unconnected TCP socket"
+                        : "connect to " + proto::addr_string(m.dst) + ": " + errno_text(error);
+    r.dst = m.dst;
+    actions_.push_back(ToClient{c, std::move(r)});
+    if (sock >= 0) actions_.push_back(Close{sock});
+    return;
+  }
+  Session s;
+  s.client = c;
+  s.id = m.id;
+  s.connecting = true;
+  s.pd = to_bytes(m.private_data);
+  s.ird = static_cast<std::uint16_t>(m.ird);
+  s.ord = static_cast<std::uint16_t>(m.ord);
+  s.local = m.src;
+  s.peer = m.dst;
+  s.until = now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout);
+  sessions_[sock] = std::move(s);
+}
+
+void Sessions::on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now) {
+  Session* s = find(sock);
+  if (!s || !s->connecting) return;
+  s->connecting = false;
+  s->local = local;
+  s->until.reset();
+  iwarp::MpaPolicy p = policy_.mpa;
+  if (s->ird) p.ird = s->ird;
+  if (s->ord) p.ord = s->ord;
+  s->mpa = iwarp::MpaStartup::initiator(p, std::move(s->pd), now);
+  step(sock, *s, now);
+}
+
+void Sessions::connect_reply(Session& s, int status, const std::string& reason) {
+  if (status) ++counters_.connect_failed;
+  proto::ConnectReply r;
+  r.id = s.id;
+  r.status = status;
+  r.reason = reason;
+  r.src = s.local;
+  r.dst = s.peer;
+  if (s.mpa && (s.mpa->state() == iwarp::MpaState::Rejected ||
+                s.mpa->state() == iwarp::MpaState::Established)) {
+    r.private_data = to_u8(s.mpa->result().peer_private_data);
+    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator);
+  }
+  actions_.push_back(ToClient{s.client, std::move(r)});
+}
+
+// ---- the passive side ----
+
+Sessions::Session* Sessions::by_token(ClientId c, std::uint64_t token, SockId* sock) {
+  for (auto& [fd, s] : sessions_) {
+    if (s.token == token && s.client == c && s.mpa && s.mpa->role() == iwarp::MpaRole::Responder) {
+      *sock = fd;
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+void Sessions::request_received(Session& s) {
+  proto::ConnRequest r;
+  r.listen_id = s.id;
+  r.token = s.token;
+  r.src = s.local;
+  r.dst = s.peer;
+  r.private_data = to_u8(s.mpa->request().private_data);
+  if (s.mpa->request().enhanced) {
+    r.ird = s.mpa->request().enhanced->ird;
+    r.ord = s.mpa->request().enhanced->ord;
+  } else {
+    // No IRD/ORD on the wire (RFC 5044 rev 1, or rev 2 without RFC 6581 §9.1's enhanced data):
+    // nothing was negotiated, so the application decides. Report our own policy, not 0:
+    // librdmacm's rdma_accept(NULL) caps the QP's ORD at the peer IRD reported here, and 0
+    // would forbid every RDMA Read (rping's server fails).
+    r.ird = policy_.mpa.ord;
+    r.ord = policy_.mpa.ird;
+  }
+  s.notified = true;
+  actions_.push_back(ToClient{s.client, std::move(r)});
+}
+
+void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point now) {
+  SockId sock = -1;
+  Session* s = by_token(c, m.token, &sock);
+  if (!s || s->accepted || s->mpa->state() != iwarp::MpaState::RequestReceived) {
+    proto::AcceptReply r;
+    r.token = m.token;
+    r.status = s ? ECONNRESET : ENOENT;
+    r.reason = s ? "the connection failed before it was accepted" : "no such connection request";
+    actions_.push_back(ToClient{c, std::move(r)});
+    return;
+  }
+  s->mpa->accept(to_bytes(m.private_data), static_cast<std::uint16_t>(m.ird),
+                 static_cast<std::uint16_t>(m.ord));
+  s->accepted = true;
+  // The AcceptReply (and the socket) go to the client once the MPA Reply is written: the
+  // application's rdma_accept returns after it, and perftest posts at once.
+  s->until = now + kDrainTimeout;
+  actions_.push_back(Flush{sock});
+  step(sock, *s, now);
+}
+
+void Sessions::on_reject(ClientId c, const proto::Reject& m, Clock::time_point now) {
+  SockId sock = -1;
+  Session* s = by_token(c, m.token, &sock);
+  if (!s || s->accepted || s->mpa->state() != iwarp::MpaState::RequestReceived) return;
+  ++counters_.rejected;
+  s->mpa->reject(to_bytes(m.private_data));
+  s->closing = true;
+  s->until = now + kDrainTimeout;
+  actions_.push_back(Flush{sock});
+  step(sock, *s, now);
+}
+
+// ---- both sides ----
+
+std::size_t Sessions::on_bytes(SockId sock, iwarp::ConstBytes in, Clock::time_point now) {
+  Session* s = find(sock);
+  if (!s || !s->mpa || s->notified || s->closing || s->held) return 0;
+  std::size_t used = s->mpa->on_bytes(in);
+  step(sock, *s, now);
+  return used;
+}
+
+void Sessions::on_peer_closed(SockId sock, Clock::time_point now) {
+  Session* s = find(sock);
+  if (!s) return;
+  if (s->notified && !s->accepted) {
+    // The initiator left while the client decides: its Accept finds no request.
+    end(sock);
+    return;
+  }
+  if (!s->mpa || s->closing || s->held || s->mpa->state() == iwarp::MpaState::Established) {
+    fail(sock, *s, ECONNRESET, "the peer " + proto::addr_string(s->peer) + " closed the connection",
+         now);
+    return;
+  }
+  s->mpa->on_peer_closed();
+  step(sock, *s, now);
+}
+
+void Sessions::on_socket_error(SockId sock, int error, Clock::time_point now) {
+  Session* s = find(sock);
+  if (!s) return;
+  if (s->connecting) {
+    connect_reply(*s, error,
+                  "connect to " + proto::addr_string(s->peer) + ": " + errno_text(error));
+    end(sock);
+    return;
+  }
+  s->closing = true; // nothing more can be written
+  fail(sock, *s, ECONNRESET,
+       "connection with " + proto::addr_string(s->peer) + ": " + errno_text(error), now);
+}
+
+iwarp::ConstBytes Sessions::output(SockId sock) const {
+  const Session* s = find(sock);
+  return s && s->mpa ? s->mpa->output() : iwarp::ConstBytes{};
+}
+
+void Sessions::consume_output(SockId sock, std::size_t n, Clock::time_point now) {
+  Session* s = find(sock);
+  if (!s || !s->mpa) return;
+  s->mpa->consume_output(n);
+  if (s->mpa->output().empty()) step(sock, *s, now);
+}
+
+// What the MPA machine's state asks for next.
+void Sessions::step(SockId sock, Session& s, Clock::time_point now) {
+  const bool drained = s.mpa->output().empty();
+  if (s.closing) {
+    if (drained) end(sock);
+    return;
+  }
+  switch (s.mpa->state()) {
+  case iwarp::MpaState::AwaitRequest:
+  case iwarp::MpaState::AwaitReply: return;
+  case iwarp::MpaState::RequestReceived:
+    if (!s.notified) request_received(s);
+    return;
+  case iwarp::MpaState::Established:
+    if (drained) established(sock, s, now);
+    return;
+  case iwarp::MpaState::Rejected: // only an initiator gets here: we reject with closing set
+    ++counters_.rejected_by_peer;
+    connect_reply(s, ECONNREFUSED, "the peer rejected the connection");
+    end(sock);
+    return;
+  case iwarp::MpaState::Failed:
+    log("MPA with " + proto::addr_string(s.peer) + " failed: " + s.mpa->error().message);
+    ++counters_.mpa_errors;
+    fail(sock, s, ECONNRESET, s.mpa->error().message, now);
+    return;
+  }
+}
+
+void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
+  if (s.mpa->role() == iwarp::MpaRole::Responder) {
+    if (!s.accepted) return;
+    ++counters_.accepted;
+    proto::AcceptReply r;
+    r.token = s.token;
+    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder);
+    r.src = s.local;
+    r.dst = s.peer;
+    hand_over(sock, s, std::move(r), now);
+    return;
+  }
+  if (!s.held && policy_.first_fpdu_delay.count() > 0) {
+    // Hold the connection, unread (the peer's first bytes are the data path's), until
+    // on_timer hands it over; see SessionPolicy::first_fpdu_delay.
+    s.held = true;
+    s.until = now + policy_.first_fpdu_delay;
+    actions_.push_back(Flush{sock});
+    return;
+  }
+  if (s.held && now < *s.until) return;
+  ++counters_.connected;
+  proto::ConnectReply r;
+  r.id = s.id;
+  r.src = s.local;
+  r.dst = s.peer;
+  r.private_data = to_u8(s.mpa->result().peer_private_data);
+  r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator);
+  hand_over(sock, s, std::move(r), now);
+}
+
+void Sessions::hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now) {
+  iwarp::ConnParams params = std::visit(
+      [](const auto& m) {
+        if constexpr (requires { m.params; })
+          return m.params;
+        else
+          return iwarp::ConnParams{};
+      },
+      reply);
+  handed_.push_back(HandedView{s.client, s.local, s.peer, params, now});
+  actions_.push_back(ToClient{s.client, std::move(reply), sock});
+  sessions_.erase(sock);
+}
+
+// The session failed: its client hears it (an initiator's connect, a responder's accept),
+// what the MPA machine still has to say (a Terminate, a Rev1 Reply) drains, then it closes.
+void Sessions::fail(SockId sock, Session& s, int status, const std::string& why,
+                    Clock::time_point now) {
+  if (!s.mpa || s.mpa->role() == iwarp::MpaRole::Initiator) {
+    connect_reply(s, status, why);
+  } else if (s.accepted) {
+    proto::AcceptReply r;
+    r.token = s.token;
+    r.status = status;
+    r.reason = why;
+    actions_.push_back(ToClient{s.client, std::move(r)});
+  }
+  if (s.closing || !s.mpa || s.mpa->output().empty()) {
+    end(sock);
+    return;
+  }
+  s.closing = true;
+  s.until = now + kDrainTimeout;
+  actions_.push_back(Flush{sock});
+}
+
+void Sessions::end(SockId sock) {
+  sessions_.erase(sock);
+  actions_.push_back(Close{sock});
+}
+
+void Sessions::on_client_gone(ClientId c) {
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    if (it->second.client == c) {
+      actions_.push_back(Close{it->first});
+      it = listeners_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (it->second.client == c) {
+      actions_.push_back(Close{it->first});
+      it = sessions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::erase_if(handed_, [c](const HandedView& h) { return h.client == c; });
+}
+
+// ---- time ----
+
+Clock::time_point Sessions::session_deadline(const Session& s) const {
+  if (s.until) return *s.until;
+  return s.mpa ? s.mpa->deadline() : Clock::time_point::max();
+}
+
+Clock::time_point Sessions::deadline() const {
+  auto next = Clock::time_point::max();
+  for (const auto& [fd, s] : sessions_)
+    next = std::min(next, session_deadline(s));
+  return next;
+}
+
+void Sessions::on_timer(Clock::time_point now) {
+  std::vector<SockId> late;
+  for (const auto& [fd, s] : sessions_)
+    if (session_deadline(s) <= now) late.push_back(fd);
+  for (SockId sock : late) {
+    Session& s = sessions_.at(sock);
+    if (s.held) {
+      established(sock, s, now);
+      continue;
+    }
+    if (s.closing) {
+      end(sock);
+      continue;
+    }
+    std::string why = "MPA startup timed out with " + proto::addr_string(s.peer);
+    log(why);
+    ++counters_.timeouts;
+    if (s.mpa) s.mpa->on_timer(now);
+    s.closing = true; // a peer that does not answer gets nothing more
+    fail(sock, s, ETIMEDOUT, why, now);
+  }
+}
+
+// ---- what the loop waits for, and status ----
+
+Sessions::Session* Sessions::find(SockId sock) {
+  auto it = sessions_.find(sock);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+const Sessions::Session* Sessions::find(SockId sock) const {
+  auto it = sessions_.find(sock);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+Interest Sessions::interest(SockId sock) const {
+  if (listeners_.count(sock)) return Interest::Accept;
+  const Session* s = find(sock);
+  if (!s || s->held) return Interest::None;
+  if (s->connecting || (s->mpa && !s->mpa->output().empty())) return Interest::Writable;
+  if ((s->notified && !s->accepted) || s->closing) return Interest::Hangup;
+  return Interest::Readable;
+}
+
+bool Sessions::connecting(SockId sock) const {
+  const Session* s = find(sock);
+  return s && s->connecting;
+}
+
+std::vector<ListenerView> Sessions::listeners() const {
+  std::vector<ListenerView> out;
+  for (const auto& [fd, l] : listeners_)
+    out.push_back(ListenerView{l.client, l.addr});
+  return out;
+}
+
+std::vector<SessionView> Sessions::sessions() const {
+  std::vector<SessionView> out;
+  for (const auto& [fd, s] : sessions_) {
+    std::string st = s.connecting                                 ? "tcp connect"
+                     : s.held                                     ? "established, held"
+                     : s.closing                                  ? "closing"
+                     : s.accepted                                 ? "sending MPA reply"
+                     : s.notified                                 ? "awaiting accept"
+                     : s.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply"
+                                                                  : "awaiting MPA request";
+    out.push_back(SessionView{s.client, s.local, s.peer, st});
+  }
+  return out;
+}
+
+} // namespace uiwarp::daemon

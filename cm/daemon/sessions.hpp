@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd's connection set-up, without I/O: the listeners clients registered, each TCP
+// connection from accept or connect through its MPA exchange (RFC 5044 §7.1, RFC 6581) to the
+// hand-over of the connected socket to the client, and the connections handed over. It has the
+// shape of iwarp::MpaStartup: the event loop (daemon.cpp) reports what happened through on_*,
+// writes output(), arms its timer for deadline(), waits for what interest() says, and carries
+// out take_actions(). Sockets and clients are the event loop's handles (its file descriptors);
+// the core never reads, writes or closes one.
+//
+// Call order, per socket: on_listen, or on_incoming/on_connect to start a session; then any of
+// on_connected (an active session's TCP connect finished), on_bytes, on_peer_closed,
+// on_socket_error, consume_output; a session ends with an action naming its socket (Close, or
+// a ToClient that passes it). Client requests (on_accept, on_reject, on_unlisten) and
+// on_client_gone may come at any time; on_timer whenever deadline() has passed.
+#pragma once
+
+#include "iwarp/conn_params.hpp"
+#include "iwarp/mpa_startup.hpp"
+#include "uiwarp/daemon_proto.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace uiwarp::daemon {
+
+using Clock = iwarp::MpaClock;
+using ClientId = int; // the event loop's handle of a client (its Unix socket)
+using SockId = int;   // the event loop's handle of a TCP socket (the descriptor)
+
+struct SessionPolicy {
+  iwarp::MpaPolicy mpa;
+  // Initiator: hold an established connection this long before handing it over (uiwarpd.conf
+  // first-fpdu-delay-ms: a work-around for Linux siw's passive-side start-up race).
+  std::chrono::milliseconds first_fpdu_delay{0};
+};
+
+// A message for a client. `pass`: a socket goes with it (SCM_RIGHTS); the session is over and
+// the event loop closes its own copy once the message is sent.
+struct ToClient {
+  ClientId client;
+  proto::Message msg;
+  SockId pass = -1;
+};
+// The core is done with a socket (a failed or rejected session, an ended listener): close it.
+struct Close {
+  SockId sock;
+};
+// A socket's output() or interest() changed outside one of its own events (e.g. on_accept
+// queued the MPA Reply): write it and update what the loop waits for.
+struct Flush {
+  SockId sock;
+};
+// A line for the daemon's log (journal or stderr).
+struct Log {
+  std::string line;
+};
+using Action = std::variant<ToClient, Close, Flush, Log>;
+
+// What the event loop waits for on a socket.
+enum class Interest : std::uint8_t {
+  None,     // nothing (a connection held for first_fpdu_delay: its bytes are the data path's)
+  Hangup,   // only the peer going away (the Request is in, the client decides)
+  Readable, // MPA frames (and hang-up)
+  Writable, // the TCP connect's end, or room for output()
+  Accept,   // a listener: incoming connections
+};
+
+struct Counters {
+  std::uint64_t connects = 0, connected = 0, connect_failed = 0, rejected_by_peer = 0;
+  std::uint64_t requests = 0, accepted = 0, rejected = 0;
+  std::uint64_t mpa_errors = 0, timeouts = 0;
+};
+
+// For status: what is there now.
+struct ListenerView {
+  ClientId client;
+  sockaddr_storage addr;
+};
+struct SessionView {
+  ClientId client;
+  sockaddr_storage local, peer;
+  std::string state; // "tcp connect", "awaiting MPA request", ...
+};
+struct HandedView {
+  ClientId client;
+  sockaddr_storage local, peer;
+  iwarp::ConnParams params;
+  Clock::time_point since;
+};
+
+class Sessions {
+public:
+  explicit Sessions(SessionPolicy policy) : policy_(std::move(policy)) {}
+
+  // ---- inputs ----
+
+  // Listen on `sock`, the client's listening TCP socket bound at `addr`; -1: the client passed
+  // none (the reply says so).
+  void on_listen(ClientId c, const proto::Listen& m, SockId sock, const sockaddr_storage& addr);
+  void on_unlisten(ClientId c, const proto::Unlisten& m);
+  // The loop accepted `sock` on listener `listener`: an MPA responder session.
+  void on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
+                   const sockaddr_storage& peer, Clock::time_point now);
+  // Connect: the loop has started connecting `sock` (the client's socket) to m.dst. -1: the
+  // client passed no usable socket; `error`: connect() failed at once (errno).
+  void on_connect(ClientId c, const proto::Connect& m, SockId sock, int error,
+                  Clock::time_point now);
+  // An active session's TCP connection is up; `local` is its address.
+  void on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now);
+  // Received bytes: returns how many the MPA exchange took (read exactly those; what follows
+  // belongs to the data path).
+  std::size_t on_bytes(SockId sock, iwarp::ConstBytes in, Clock::time_point now);
+  void on_peer_closed(SockId sock, Clock::time_point now);
+  // The socket failed (connect refused, reset, a write error): errno.
+  void on_socket_error(SockId sock, int error, Clock::time_point now);
+  void on_accept(ClientId c, const proto::Accept& m, Clock::time_point now);
+  void on_reject(ClientId c, const proto::Reject& m, Clock::time_point now);
+  // The client went away: its listeners and sessions end (Close actions).
+  void on_client_gone(ClientId c);
+  void on_timer(Clock::time_point now);
+
+  // ---- outputs ----
+
+  iwarp::ConstBytes output(SockId sock) const;
+  void consume_output(SockId sock, std::size_t n, Clock::time_point now);
+  Interest interest(SockId sock) const;
+  // An active session waiting for its TCP connect (writable then means connected or failed).
+  bool connecting(SockId sock) const;
+  Clock::time_point deadline() const;
+  std::vector<Action> take_actions() { return std::exchange(actions_, {}); }
+
+  // ---- status ----
+
+  const Counters& counters() const { return counters_; }
+  std::vector<ListenerView> listeners() const;
+  std::vector<SessionView> sessions() const;
+  // Handed-over connections, for `uiwarp conn show`; forget() drops those the kernel no longer
+  // has (the client closed them).
+  const std::vector<HandedView>& handed() const { return handed_; }
+  template <class Pred> void forget_handed(Pred gone) { std::erase_if(handed_, gone); }
+
+private:
+  struct Listener {
+    ClientId client;
+    std::uint64_t id; // the client's rdma_cm id
+    sockaddr_storage addr;
+  };
+  struct Session {
+    ClientId client = -1;
+    std::uint64_t id = 0;    // initiator: the client's connect id; responder: its listen id
+    std::uint64_t token = 0; // responder: the handle Accept and Reject name
+    std::optional<iwarp::MpaStartup> mpa;
+    bool connecting = false;   // initiator: TCP connect in progress
+    bool notified = false;     // responder: ConnRequest sent, awaiting Accept/Reject
+    bool accepted = false;     // responder: Accept received, the Reply is being written
+    bool closing = false;      // rejected, a Terminate or a Reply Rev1 being written
+    std::vector<std::byte> pd; // initiator: private data for the Request
+    std::uint16_t ird = 0, ord = 0;
+    bool held = false; // initiator: established, held for first_fpdu_delay
+    // Instead of the MPA machine's deadline: the TCP connect's, the hold's, or how long a
+    // Reply or Terminate may take to drain (the peer does not read).
+    std::optional<Clock::time_point> until;
+    sockaddr_storage local{}, peer{};
+  };
+
+  Session* find(SockId sock);
+  const Session* find(SockId sock) const;
+  Session* by_token(ClientId c, std::uint64_t token, SockId* sock);
+  void step(SockId sock, Session& s, Clock::time_point now);
+  void request_received(Session& s);
+  void established(SockId sock, Session& s, Clock::time_point now);
+  void hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now);
+  void connect_reply(Session& s, int status, const std::string& reason);
+  void fail(SockId sock, Session& s, int status, const std::string& why, Clock::time_point now);
+  void end(SockId sock);
+  void log(std::string line) { actions_.push_back(Log{std::move(line)}); }
+  Clock::time_point session_deadline(const Session& s) const;
+
+  SessionPolicy policy_;
+  std::map<SockId, Listener> listeners_;
+  std::map<SockId, Session> sessions_;
+  std::vector<HandedView> handed_;
+  std::vector<Action> actions_;
+  Counters counters_;
+  std::uint64_t next_token_ = 1;
+};
+
+} // namespace uiwarp::daemon

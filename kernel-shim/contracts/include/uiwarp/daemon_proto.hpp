@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The protocol between uiwarpd and its clients (the rdma_cm emulation in each program's shim,
+// and the `uiwarp` CLI), over a Unix SOCK_SEQPACKET socket: one message per packet, explicit
+// little-endian encoding, a socket passed beside a message with SCM_RIGHTS.
+//
+// Every client starts with Hello; uiwarpd answers HelloReply and refuses a client of another
+// protocol version (and a client that says nothing else first), naming what to restart.
+//
+//   client -> uiwarpd                           uiwarpd -> client
+//   Hello    {version, role}                    HelloReply   {version, status, reason}
+//   Listen   {id, addr, backlog, tos} + socket  ListenReply  {id, status, reason}
+//   Unlisten {id}
+//   Connect  {id, src, dst, pd, ird, ord,       ConnectReply {id, status, reason, params,
+//             timeout_ms, tos} + socket                       pd, src, dst} + socket
+//                                               ConnRequest  {listen id, token, src, dst, pd,
+//                                                             ird, ord}
+//   Accept   {token, pd, ird, ord}              AcceptReply  {token, status, reason, params,
+//                                                             src, dst} + socket
+//   Reject   {token, pd}
+//   Resolve  {id, dst}                          ResolveReply {id, status, src, netdev/reason}
+//   Status   {connections_only}                 StatusLine   {text} ... StatusEnd
+// (pd: private data.) The listening and connecting sockets are the program's own: it bound
+// them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects on them.
+#pragma once
+
+#include "iwarp/conn_params.hpp"
+
+#include <cstdint>
+#include <netinet/in.h>
+#include <optional>
+#include <string>
+#include <sys/socket.h>
+#include <variant>
+#include <vector>
+
+namespace uiwarp::proto {
+
+// Raised whenever a message changes shape; both ends must agree exactly.
+inline constexpr std::uint32_t kVersion = 3;
+inline constexpr std::size_t kMaxPacket = 4096;
+
+using Bytes = std::vector<std::uint8_t>;
+
+enum class Role : std::uint8_t { Shim = 1, Cli = 2 };
+
+struct Hello {
+  std::uint32_t version = kVersion;
+  Role role = Role::Shim;
+};
+struct HelloReply {
+  std::uint32_t version = kVersion;
+  std::int32_t status = 0; // EPROTO: versions differ (reason says what to restart)
+  std::string reason;
+};
+struct Listen {
+  std::uint64_t id = 0; // the shim's rdma_cm id
+  sockaddr_storage addr{};
+  std::uint32_t backlog = 0;
+  std::int32_t tos = -1; // RDMA_OPTION_ID_TOS, -1 = unset
+};
+struct ListenReply {
+  std::uint64_t id = 0;
+  std::int32_t status = 0;
+  std::string reason;
+};
+struct Unlisten {
+  std::uint64_t id = 0;
+};
+struct Connect {
+  std::uint64_t id = 0;
+  sockaddr_storage src{}, dst{};
+  Bytes private_data;
+  std::uint32_t ird = 0, ord = 0; // responder_resources, initiator_depth
+  std::uint32_t timeout_ms = 0;   // 0: uiwarpd's startup timeout
+  std::int32_t tos = -1;
+};
+struct ConnectReply {
+  std::uint64_t id = 0;
+  std::int32_t status = 0; // ECONNREFUSED: rejected by the peer; ETIMEDOUT: unreachable
+  std::string reason;
+  iwarp::ConnParams params;
+  Bytes private_data; // the peer's, in its Reply
+  sockaddr_storage src{}, dst{};
+};
+struct ConnRequest {
+  std::uint64_t listen_id = 0;
+  std::uint64_t token = 0; // uiwarpd's handle for Accept/Reject
+  sockaddr_storage src{}, dst{};
+  Bytes private_data;
+  std::uint32_t ird = 0, ord = 0;
+};
+struct Accept {
+  std::uint64_t token = 0;
+  Bytes private_data;
+  std::uint32_t ird = 0, ord = 0;
+};
+struct AcceptReply {
+  std::uint64_t token = 0;
+  std::int32_t status = 0;
+  std::string reason;
+  iwarp::ConnParams params;
+  sockaddr_storage src{}, dst{};
+};
+struct Reject {
+  std::uint64_t token = 0;
+  Bytes private_data;
+};
+struct Resolve {
+  std::uint64_t id = 0;
+  sockaddr_storage dst{};
+};
+struct ResolveReply {
+  std::uint64_t id = 0;
+  std::int32_t status = 0;
+  sockaddr_storage src{}; // the route's source address
+  std::string netdev;     // its interface, or the reason of a failure
+};
+struct Status {
+  bool connections_only = false;
+};
+struct StatusLine {
+  std::string text;
+};
+struct StatusEnd {};
+
+using Message = std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect,
+                             ConnectReply, ConnRequest, Accept, AcceptReply, Reject, Resolve,
+                             ResolveReply, Status, StatusLine, StatusEnd>;
+
+// A message as it travels: the socket beside it, if any, is owned by the receiver (-1: none).
+struct Packet {
+  Message msg;
+  int fd = -1;
+};
+
+Bytes encode(const Message& m);
+// nullopt: not a message of this version (unknown type, truncated, trailing octets, a field
+// over its limit).
+std::optional<Message> decode(const std::uint8_t* p, std::size_t n);
+
+// One message (and optionally one socket) per packet: 0 or an errno.
+int send(int sock, const Message& m, int fd = -1);
+// The next packet, or nullopt with errno set (0 at an orderly end, EBADMSG for a packet that
+// does not decode; a socket that came with it is closed then).
+std::optional<Packet> recv(int sock);
+
+// Connects to uiwarpd at `path` and exchanges Hello: the connected socket, or -1 with *err
+// naming the cause (no daemon, another protocol version and what to restart).
+int connect_daemon(const std::string& path, Role role, std::string* err);
+
+std::string addr_string(const sockaddr_storage& a);
+
+} // namespace uiwarp::proto

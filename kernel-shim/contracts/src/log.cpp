@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The logging helper (log.hpp).
+#include "uiwarp/log.hpp"
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace uiwarp::log {
+
+namespace {
+
+struct Sink {
+  int level = static_cast<int>(Level::Error);
+  int fd = 2;
+};
+
+const Sink& sink() {
+  static const Sink s = [] {
+    Sink k;
+    if (const char* v = std::getenv("VERBS_LOG_LEVEL"); v && *v)
+      k.level = static_cast<int>(std::strtol(v, nullptr, 0));
+    if (const char* v = std::getenv("UIWARP_DEBUG"); v && *v && *v != '0')
+      k.level = static_cast<int>(Level::Debug);
+    if (const char* f = std::getenv("VERBS_LOG_FILE"); f && *f && k.level > 0) {
+      long fd = ::syscall(SYS_openat, AT_FDCWD, f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0) k.fd = static_cast<int>(fd);
+    }
+    return k;
+  }();
+  return s;
+}
+
+} // namespace
+
+bool enabled(Level level) { return static_cast<int>(level) <= sink().level; }
+
+void write(Level level, const char* component, const std::string& message) {
+  if (!enabled(level)) return;
+  std::string line = "uiwarp[" + std::to_string(::getpid()) + "] " + component + ": " + message;
+  if (line.empty() || line.back() != '\n') line += '\n';
+  // One write per line, so lines of several threads do not interleave.
+  [[maybe_unused]] long n = ::syscall(SYS_write, sink().fd, line.data(), line.size());
+}
+
+} // namespace uiwarp::log

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// What an MPA exchange negotiated for one connection, as the data path needs it. libiwarp
+// makes it from the MPA result (conn_params), uiwarpd sends it to the program's shim with the
+// connected socket, the shim hands it to the provider unchanged, and qp_config_from (qp.hpp)
+// turns it into the QP's configuration: one type, one mapping, from the wire to the engine.
+#pragma once
+
+#include "iwarp/mpa_startup.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace iwarp {
+
+struct ConnParams {
+  std::uint8_t version = kVersionIetf; // DDP/RDMAP version: 1 IETF, 0 RDMAC
+  bool crc = true;                     // CRC32c both ways
+  bool markers_tx = false;             // we insert markers (the peer asked)
+  bool markers_rx = false;             // the peer inserts markers (we asked)
+  std::uint16_t ird = 0;               // our IRD and ORD, as negotiated (RFC 6581 §9.1)
+  std::uint16_t ord = 0;
+  std::uint16_t peer_ird = 0; // what the peer announced (0: nothing; rdma_cm reports them)
+  std::uint16_t peer_ord = 0;
+  bool initiator = true;       // MPA role: the responder never sends first (RFC 5044 r4)
+  bool p2p = false;            // RFC 6581 peer-to-peer mode
+  RtrType rtr = RtrType::Send; // p2p: the RTR the initiator sends first (RFC 6581 §9.2)
+  bool large_fpdu = false;     // both ends set siw's flag: FPDUs may exceed the MSS
+};
+
+// The parameters `role`'s end of an exchange got.
+ConnParams conn_params(const MpaResult& r, MpaRole role);
+
+// One line for logs and `uiwarp conn show`: "IETF crc on markers -/- p2p rtr write ird 16 ...".
+std::string describe(const ConnParams& p);
+
+} // namespace iwarp

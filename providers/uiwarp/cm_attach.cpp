@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The CM's entry points into the provider (provider_api.hpp): the shim hands a connected,
+// MPA-negotiated socket to the QP named by conn_param.qp_num (attach), and asks for a
+// graceful close (disconnect). Registered with the shim when the provider is loaded.
+#include "provider.hpp"
+#include "uiwarp/log.hpp"
+#include "uiwarp/provider_api.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <new>
+#include <sys/socket.h>
+
+namespace uiwarp {
+
+namespace {
+
+constexpr std::size_t kMaxIov = 256;
+
+// What the connection negotiated (iwarp::qp_config_from) and this QP's own limits.
+iwarp::QpConfig config_for(const Qp* qp, int fd, const iwarp::ConnParams& p) {
+  // MPA-040: MULPDU from the EMSS (TCP MSS), markers included; qp_config_from ignores it when
+  // both ends agreed on large FPDUs.
+  int mss = 0;
+  socklen_t len = sizeof mss;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) || mss <= 0) mss = 1460;
+  iwarp::QpConfig c =
+      iwarp::qp_config_from(p, iwarp::mulpdu_for_emss(static_cast<std::size_t>(mss), p.markers_tx));
+  c.qp_id = qp->vqp.qp.qp_num;
+  c.pd = qp->pd_id;
+  c.ird = std::min<std::uint16_t>(c.ird, Limits::kMaxOrdIrd);
+  c.ord = std::min<std::uint16_t>(c.ord, Limits::kMaxOrdIrd);
+  c.sq_depth = std::max<std::uint32_t>(qp->cap.max_send_wr, 1);
+  c.rq_depth = std::max<std::uint32_t>(qp->cap.max_recv_wr, 1);
+  c.max_sge = std::max(qp->cap.max_send_sge, qp->cap.max_recv_sge);
+  c.max_inline = qp->cap.max_inline_data;
+  // No RNR in iWARP: a Send that finds no buffer waits (TCP holds the sender) rather than
+  // ending the connection at once; HX-059 allows it. UIWARP_RECV_WAIT_MS=0 turns it off.
+  const char* wait = std::getenv("UIWARP_RECV_WAIT_MS");
+  c.hold_for_buffer = !(wait && *wait && std::strtol(wait, nullptr, 10) <= 0);
+  return c;
+}
+
+// The QP a CM call names, held for the call.
+struct QpRef {
+  explicit QpRef(std::uint32_t qp_num) : qp(find_qp(qp_num)) {}
+  ~QpRef() {
+    if (qp) qp->unref();
+  }
+  QpRef(const QpRef&) = delete;
+  QpRef& operator=(const QpRef&) = delete;
+  Qp* qp;
+};
+
+int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
+  QpRef ref(qp_num);
+  Qp* qp = ref.qp;
+  if (!qp) return ENOENT;
+  Context* ctx = qp->ctx();
+  if (int err = ctx->start_progress()) return err;
+  std::lock_guard lock(qp->mu);
+  if (qp->engine || (qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR)) return EINVAL;
+  try {
+    qp->engine = std::make_unique<iwarp::Qp>(config_for(qp, fd, p), ctx->mem,
+                                             qp->srq ? qp->srq->q.get() : nullptr);
+    qp->staging = std::make_unique_for_overwrite<std::byte[]>(Qp::kStaging);
+    qp->tx_pieces.reserve(kMaxIov);
+  } catch (const std::bad_alloc&) {
+    qp->engine.reset();
+    return ENOMEM;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  while (!qp->pending_recv.empty()) {
+    qp->engine->post_recv(qp->pending_recv.front());
+    qp->pending_recv.pop_front();
+  }
+  qp->fd = fd;
+  if (int err = ctx->progress->add(qp)) {
+    qp->engine.reset();
+    qp->fd = -1;
+    qp->state = IBV_QPS_ERR;
+    return err;
+  }
+  qp->state = IBV_QPS_RTS;
+  qp->vqp.qp.state = IBV_QPS_RTS;
+  qp->drive(Driver::Post); // the RTR, if P2P (RFC 6581 §9.2)
+  return 0;
+}
+
+int disconnect(std::uint32_t qp_num) noexcept {
+  QpRef ref(qp_num);
+  Qp* qp = ref.qp;
+  if (!qp) return ENOENT;
+  std::lock_guard lock(qp->mu);
+  if (!qp->engine) return ENOTCONN;
+  qp->engine->close();
+  qp->drive(Driver::Post);
+  return 0;
+}
+
+const ShimOps* g_shim = nullptr;
+
+constexpr ProviderOps kProviderOps = {kProviderAbi, attach, disconnect};
+
+__attribute__((constructor)) void register_with_shim() {
+  auto reg = reinterpret_cast<RegisterProvider>(::dlsym(RTLD_DEFAULT, kRegisterProviderSymbol));
+  if (!reg) return; // not run under uiwarp-run: verbs work, rdma_cm is not ours
+  g_shim = reg(&kProviderOps);
+  if (!g_shim)
+    log::error("provider", "libuiwarp-shim.so is from another uiwarp installation (provider ABI " +
+                               std::to_string(kProviderAbi) +
+                               "): rdma_cm connections cannot reach this provider");
+}
+
+} // namespace
+
+const ShimOps* shim() { return g_shim; }
+
+} // namespace uiwarp

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// A connected QP's socket I/O, done with the QP's lock held by whichever thread drives it:
+// a thread polling one of its CQs, a thread posting to it, or the progress thread.
+// libiwarp says where each received octet goes, so payload is read from the socket
+// straight into registered memory; headers and small payloads come through a staging
+// buffer, many frames per system call. What is ready to send goes out in one sendmsg.
+#include "provider.hpp"
+#include "uiwarp/provider_api.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace uiwarp {
+
+namespace {
+
+// Spans at least this large are read straight into place; smaller ones (headers, pad,
+// CRC, payloads of small messages) come through the staging buffer, up to kStaging
+// octets (many frames) per system call: copying a few KiB costs less than a system call
+// each. A direct read stages only kDirectTail octets after its span (the CRC and the next
+// header), so the next large payload is read in place as well.
+constexpr std::size_t kDirectRead = 16 << 10;
+constexpr std::size_t kDirectTail = 1024;
+constexpr int kMaxIov = 256;
+// How much one drive reads, per driver (Driver in provider.hpp).
+constexpr std::size_t kPollBudget = 256 << 10;    // then the poll returns what completed
+constexpr std::size_t kReleaseBudget = 256 << 10; // what follows a Send that waited
+constexpr std::size_t kProgressBudget = 4 << 20;  // so one connection does not starve others
+// Pollers' receive back-off. A poll that finds the socket empty costs a system call (about
+// a microsecond here), and a busy poller polls millions of times a second: an RDMA Write
+// sender, whose socket never has anything to read, spent most of its time in recvmsg
+// saying EAGAIN. A socket that returned data within kEagerNs is read on every poll (a
+// ping-pong's answer comes within a round trip); one quiet for longer is tried again after
+// a quarter of its quiet time, at most kMaxQuietNs later (the latency added to the first
+// message after a pause).
+constexpr std::int64_t kEagerNs = 50'000;
+constexpr std::int64_t kMaxQuietNs = 20'000;
+
+} // namespace
+
+std::int64_t mono_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+void Qp::drive(Driver who) {
+  if (!connected()) return;
+  // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
+  if (srq && engine->rx_held()) engine->rx_retry();
+  switch (who) {
+  case Driver::Post: break;
+  case Driver::Poll: {
+    const std::int64_t now = mono_ns();
+    if (pull_rx(kPollBudget)) {
+      rx_data_ns = now;
+    } else if (const std::int64_t quiet = now - rx_data_ns; quiet > kEagerNs) {
+      rx_quiet_until.store(now + std::min(quiet / 4, kMaxQuietNs), std::memory_order_relaxed);
+    }
+    break;
+  }
+  case Driver::Release: pull_rx(kReleaseBudget); break;
+  case Driver::Writable: break;
+  case Driver::Progress:
+    if (pull_rx(kProgressBudget)) rx_data_ns = mono_ns();
+    // Bytes came (or the socket closed): pollers look at once.
+    rx_quiet_until.store(0, std::memory_order_relaxed);
+    break;
+  }
+  // A full socket is tried again by the progress thread on EPOLLOUT; only without one do
+  // pollers try it (a failing system call per poll).
+  const bool progress_thread = who == Driver::Progress || who == Driver::Writable;
+  push_tx(progress_thread || (who == Driver::Poll && !ctx()->progress));
+  after_io();
+  if (Progress* p = ctx()->progress.get()) p->sync(this);
+}
+
+void Qp::push_tx(bool retry_full) {
+  if (!connected() || peer_closed) return;
+  // A full socket is retried by the progress thread on EPOLLOUT, not by every post or
+  // poll: that would be a failing system call each.
+  if (want_write && !retry_full) return;
+  iovec iov[kMaxIov];
+  for (;;) {
+    tx_pieces.clear();
+    engine->tx_gather(tx_pieces, kMaxIov);
+    if (tx_pieces.empty()) break;
+    for (std::size_t i = 0; i < tx_pieces.size(); ++i)
+      iov[i] = {const_cast<std::byte*>(tx_pieces[i].data()), tx_pieces[i].size()};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = tx_pieces.size();
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        want_write = true;
+      } else {
+        engine->on_peer_closed(false);
+        peer_closed = true;
+      }
+      return;
+    }
+    want_write = false;
+    engine->tx_advance(static_cast<std::size_t>(n));
+  }
+  want_write = false;
+}
+
+bool Qp::pull_rx(std::size_t budget) {
+  if (!connected() || peer_closed) return false;
+  bool drained = false, got_any = false;
+  for (;;) {
+    if (staged_pos < staged_end) {
+      // feed() places the staged octets and CRCs them in runs, not per field; it takes
+      // fewer than offered when a Send starts waiting for a receive buffer.
+      staged_pos +=
+          engine->rx_feed(iwarp::ConstBytes(staging.get() + staged_pos, staged_end - staged_pos));
+      if (staged_pos < staged_end) break; // held: the rest stays staged
+      continue;
+    }
+    iwarp::MutBytes dst = engine->rx_next();
+    // Staged octets are used up before the budget counts: epoll cannot see them.
+    // After a short read the socket is empty; level-triggered epoll calls again,
+    // so the extra recv() that would only say EAGAIN is skipped.
+    if (dst.empty() || budget == 0 || drained) break;
+    // A large span is read straight into place; whatever follows it (CRC, the
+    // next header) lands in the staging buffer in the same system call.
+    bool direct = dst.size() >= kDirectRead;
+    iovec iov[2];
+    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{staging.get(), kStaging};
+    iov[1] = {staging.get(), kDirectTail};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = direct ? 2 : 1;
+    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) {
+        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
+        peer_closed = true;
+      }
+      break;
+    }
+    got_any = true;
+    if (n == 0) {
+      engine->on_peer_closed(true);
+      peer_closed = true;
+      break;
+    }
+    auto got = static_cast<std::size_t>(n);
+    budget -= std::min(budget, got);
+    drained = got < iov[0].iov_len + (direct ? iov[1].iov_len : 0);
+    std::size_t placed = direct ? std::min(got, dst.size()) : 0;
+    if (placed) engine->rx_advance(placed);
+    staged_pos = 0;
+    staged_end = got - placed;
+  }
+  if (engine->rx_held()) {
+    if (!held_since_ns) held_since_ns = mono_ns();
+  } else {
+    held_since_ns = 0;
+  }
+  return got_any;
+}
+
+void Qp::after_io() {
+  if (!engine) return;
+  reap();
+  if (srq) {
+    // One event per arming (IB semantics), whichever QP notices first.
+    std::uint32_t lim = srq->limit.load(std::memory_order_relaxed);
+    if (lim && srq->q->size() < lim && srq->limit.compare_exchange_strong(lim, 0))
+      ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&srq->ibv),
+                              IBV_EVENT_SRQ_LIMIT_REACHED);
+  }
+  iwarp::QpState s = engine->state();
+  if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
+    if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
+      state = IBV_QPS_ERR;
+      vqp.qp.state = IBV_QPS_ERR;
+      if (!peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
+        ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
+    }
+  }
+  if (engine->wants_disconnect() && !fin_sent && fd >= 0) {
+    // Graceful close done or Terminate written: FIN (RFC 5040 §6.2.1).
+    ::shutdown(fd, SHUT_WR);
+    fin_sent = true;
+  }
+  if (!event_reported && (peer_closed || s == iwarp::QpState::Error) &&
+      (s == iwarp::QpState::Error || s == iwarp::QpState::Closed)) {
+    event_reported = true;
+    bool graceful = peer_closed && engine->error() &&
+                    engine->error()->code == iwarp::term::mpa_tcp_closed && engine->error()->remote;
+    const char* why = engine->error() ? engine->error()->message.c_str() : "connection closed";
+    if (const ShimOps* sh = shim())
+      sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why);
+  }
+}
+
+void Qp::reap() {
+  if (!engine) return;
+  ibv_qp& q = vqp.qp;
+  while (auto c = engine->poll()) {
+    Cq* cq = c->recv ? recv_cq() : send_cq();
+    cq->push(to_ibv_wc(*c, q.qp_num), c->solicited);
+  }
+}
+
+void Qp::flush() {
+  if (engine) {
+    engine->flush();
+    reap();
+  }
+  while (!pending_recv.empty()) {
+    iwarp::Completion c = iwarp::Completion::make(
+        pending_recv.front().wr_id, iwarp::WcStatus::Flushed, iwarp::WcOpcode::Recv, 0, true);
+    recv_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
+    pending_recv.pop_front();
+  }
+}
+
+void Qp::detach() {
+  if (fd >= 0) {
+    if (Progress* p = ctx()->progress.get()) p->remove(this);
+    ::close(fd);
+  }
+  fd = -1;
+  engine.reset();
+  want_write = fin_sent = peer_closed = event_reported = false;
+  staged_pos = staged_end = 0;
+  held_since_ns = 0;
+  if (parked.exchange(false))
+    for (Cq* cq : {send_cq(), recv_cq()})
+      cq->parked.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Qp::unref() {
+  if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  detach();
+  delete this;
+}
+
+} // namespace uiwarp

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Send work requests: ibv_send_wr and the ibv_wr_* builder API (create_qp_ex with
+// IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) become libiwarp SendWr values, which have fixed-size
+// room for the SGL and inline data, so posting never allocates. ibv_wr_start takes the
+// QP's lock and holds it until ibv_wr_complete or ibv_wr_abort (one batch at a time, as
+// rdma-core's mlx5 does in its wr_start).
+#include "verbs_wr.hpp"
+
+#include "provider.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+namespace uiwarp {
+
+int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
+  out.wr_id = wr->wr_id;
+  out.remote_stag = 0;
+  out.remote_addr = 0;
+  out.invalidate_stag = 0;
+  switch (wr->opcode) {
+  case IBV_WR_SEND: out.opcode = iwarp::WrOpcode::Send; break;
+  case IBV_WR_SEND_WITH_INV:
+    out.opcode = iwarp::WrOpcode::SendInvalidate;
+    out.invalidate_stag = wr->invalidate_rkey;
+    break;
+  case IBV_WR_RDMA_WRITE: out.opcode = iwarp::WrOpcode::RdmaWrite; break;
+  case IBV_WR_RDMA_READ: out.opcode = iwarp::WrOpcode::RdmaRead; break;
+  default:
+    explain("only SEND, SEND_WITH_INV, RDMA_WRITE and RDMA_READ work requests are supported");
+    return EINVAL;
+  }
+  if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ) {
+    out.remote_stag = wr->wr.rdma.rkey;
+    out.remote_addr = wr->wr.rdma.remote_addr;
+  }
+  if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > qp->cap.max_send_sge)
+    return EINVAL;
+  out.signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+  out.solicited = wr->send_flags & IBV_SEND_SOLICITED;
+  out.fence = wr->send_flags & IBV_SEND_FENCE;
+  out.sgl.clear();
+  out.inline_data.clear();
+  out.is_inline = wr->send_flags & IBV_SEND_INLINE;
+  if (out.is_inline) {
+    if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
+    std::size_t total = 0;
+    for (int i = 0; i < wr->num_sge; ++i)
+      total += wr->sg_list[i].length;
+    if (total > qp->cap.max_inline_data) return EINVAL;
+    // Copied now: the caller may reuse the buffers as soon as the post returns.
+    for (int i = 0; i < wr->num_sge; ++i) {
+      const auto* p = reinterpret_cast<const std::byte*>(wr->sg_list[i].addr);
+      out.inline_data.append(p, p + wr->sg_list[i].length);
+    }
+  } else {
+    for (int i = 0; i < wr->num_sge; ++i)
+      out.sgl.push_back({wr->sg_list[i].addr, wr->sg_list[i].length, wr->sg_list[i].lkey});
+  }
+  return 0;
+}
+
+int submit_send(Qp* qp, const iwarp::SendWr& wr) {
+  switch (qp->state) {
+  case IBV_QPS_RTS:
+  case IBV_QPS_SQD:
+  case IBV_QPS_SQE:
+  case IBV_QPS_ERR: break;
+  default: return EINVAL; // the send queue is not active before RTS
+  }
+  if (!qp->engine) {
+    // In ERR with no connection: complete at once with a flush error.
+    if (qp->state != IBV_QPS_ERR) return EINVAL;
+    iwarp::Completion c = iwarp::Completion::make(wr.wr_id, iwarp::WcStatus::Flushed,
+                                                  iwarp::completion_opcode(wr.opcode), 0, false);
+    qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
+    return 0;
+  }
+  switch (qp->engine->post_send(wr)) {
+  case iwarp::PostError::None: return 0;
+  case iwarp::PostError::QueueFull: return ENOMEM;
+  case iwarp::PostError::InvalidArgument: return EINVAL;
+  }
+  return EINVAL;
+}
+
+namespace {
+
+iwarp::SendWr* new_wr(ibv_qp_ex* qpx, iwarp::WrOpcode op) {
+  Qp* qp = Qp::of(qpx);
+  if (qp->wr_batch.size() >= qp->cap.max_send_wr) {
+    qp->wr_error = ENOMEM; // more than the send queue holds
+    return nullptr;
+  }
+  iwarp::SendWr& w = qp->wr_batch.push_slot();
+  w = iwarp::SendWr{};
+  w.wr_id = qpx->wr_id;
+  w.opcode = op;
+  w.signaled = qp->sq_sig_all || (qpx->wr_flags & IBV_SEND_SIGNALED);
+  w.solicited = qpx->wr_flags & IBV_SEND_SOLICITED;
+  w.fence = qpx->wr_flags & IBV_SEND_FENCE;
+  w.is_inline = qpx->wr_flags & IBV_SEND_INLINE;
+  return &w;
+}
+iwarp::SendWr* cur_wr(ibv_qp_ex* qpx) {
+  Qp* qp = Qp::of(qpx);
+  if (qp->wr_batch.empty()) {
+    if (!qp->wr_error) qp->wr_error = EINVAL;
+    return nullptr;
+  }
+  return &qp->wr_batch.back();
+}
+// Inline data beyond max_inline_data (or beyond what a SendWr holds) fails the batch.
+void add_inline(Qp* qp, iwarp::SendWr* w, const void* addr, std::size_t length) {
+  const auto* p = static_cast<const std::byte*>(addr);
+  if (w->inline_data.size() + length > qp->cap.max_inline_data ||
+      !w->inline_data.append(p, p + length))
+    qp->wr_error = EINVAL;
+}
+
+void wr_start(ibv_qp_ex* qpx) noexcept {
+  Qp* qp = Qp::of(qpx);
+  qp->mu.lock(); // held until wr_complete / wr_abort
+  qp->wr_batch.clear();
+  qp->wr_error = 0;
+}
+int wr_complete(ibv_qp_ex* qpx) noexcept {
+  Qp* qp = Qp::of(qpx);
+  int err = qp->wr_error;
+  for (const iwarp::SendWr& w : qp->wr_batch) {
+    if (err) break;
+    if (w.sgl.size() > qp->cap.max_send_sge ||
+        (w.is_inline && w.opcode == iwarp::WrOpcode::RdmaRead))
+      err = EINVAL;
+  }
+  for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i)
+    err = submit_send(qp, qp->wr_batch[i]);
+  qp->wr_batch.clear();
+  qp->drive(Driver::Post); // transmit from this thread
+  qp->mu.unlock();
+  return err;
+}
+void wr_abort(ibv_qp_ex* qpx) noexcept {
+  Qp* qp = Qp::of(qpx);
+  qp->wr_batch.clear();
+  qp->mu.unlock();
+}
+void wr_send(ibv_qp_ex* qpx) noexcept { new_wr(qpx, iwarp::WrOpcode::Send); }
+void wr_send_inv(ibv_qp_ex* qpx, uint32_t rkey) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::SendInvalidate)) w->invalidate_stag = rkey;
+}
+void wr_rdma_write(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::RdmaWrite)) {
+    w->remote_stag = rkey;
+    w->remote_addr = addr;
+  }
+}
+void wr_rdma_read(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::RdmaRead)) {
+    w->remote_stag = rkey;
+    w->remote_addr = addr;
+  }
+}
+void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) noexcept {
+  iwarp::SendWr* w = cur_wr(qpx);
+  if (!w) return;
+  if (w->is_inline) {
+    w->inline_data.clear();
+    add_inline(Qp::of(qpx), w, reinterpret_cast<const void*>(addr), length);
+  } else {
+    w->sgl = {{addr, length, lkey}};
+  }
+}
+void wr_set_sge_list(ibv_qp_ex* qpx, size_t n, const ibv_sge* sg) noexcept {
+  iwarp::SendWr* w = cur_wr(qpx);
+  if (!w) return;
+  Qp* qp = Qp::of(qpx);
+  w->sgl.clear();
+  w->inline_data.clear();
+  if (!w->is_inline && n > qp->cap.max_send_sge) {
+    qp->wr_error = EINVAL;
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (w->is_inline)
+      add_inline(qp, w, reinterpret_cast<const void*>(sg[i].addr), sg[i].length);
+    else
+      w->sgl.push_back({sg[i].addr, sg[i].length, sg[i].lkey});
+  }
+}
+void wr_set_inline_data(ibv_qp_ex* qpx, void* addr, size_t length) noexcept {
+  iwarp::SendWr* w = cur_wr(qpx);
+  if (!w) return;
+  w->is_inline = true;
+  w->inline_data.clear();
+  add_inline(Qp::of(qpx), w, addr, length);
+}
+void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs) noexcept {
+  iwarp::SendWr* w = cur_wr(qpx);
+  if (!w) return;
+  w->is_inline = true;
+  w->inline_data.clear();
+  for (size_t i = 0; i < n; ++i)
+    add_inline(Qp::of(qpx), w, bufs[i].addr, bufs[i].length);
+}
+
+} // namespace
+
+void set_wr_ops(Qp* qp) {
+  qp->vqp.comp_mask |= 1 << 1; // VERBS_QP_EX: ibv_qp_to_qp_ex() works
+  qp->wr_batch.reserve(std::max<std::uint32_t>(qp->cap.max_send_wr, 1));
+  ibv_qp_ex& x = qp->vqp.qp_ex;
+  x.wr_start = wr_start;
+  x.wr_complete = wr_complete;
+  x.wr_abort = wr_abort;
+  x.wr_send = wr_send;
+  x.wr_send_inv = wr_send_inv;
+  x.wr_rdma_write = wr_rdma_write;
+  x.wr_rdma_read = wr_rdma_read;
+  x.wr_set_sge = wr_set_sge;
+  x.wr_set_sge_list = wr_set_sge_list;
+  x.wr_set_inline_data = wr_set_inline_data;
+  x.wr_set_inline_data_list = wr_set_inline_data_list;
+}
+
+} // namespace uiwarp

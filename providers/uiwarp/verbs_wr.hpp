@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Send work requests into libiwarp (verbs_wr.cpp), used by post_send and the ibv_wr_* API.
+#pragma once
+
+#include "provider.hpp"
+
+namespace uiwarp {
+
+// ibv_send_wr -> SendWr (0 or EINVAL); inline data is copied, SGEs are referenced.
+int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out);
+// Queues one WR on the QP (qp->mu held): 0, EINVAL (QP state) or ENOMEM (queue full).
+int submit_send(Qp* qp, const iwarp::SendWr& wr);
+// Installs the ibv_wr_* operations (create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).
+void set_wr_ops(Qp* qp);
+
+} // namespace uiwarp

@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# shellcheck shell=bash
+# The shell library of tests/ and scripts/: source it, then call what you need. Sourcing only
+# defines functions (and the PASS/FAIL counters); nothing runs until called, so scripts with
+# `set -euo pipefail` and test scripts alike can use it. Folders add their own helpers on top:
+# tests/cm/lib.sh (program pairs, two test hosts), tests/consumers/lib.sh,
+# tests/interop/siw/lib.sh (the siw guest), scripts/lib/bench.sh (medians and ratios).
+
+# ---- test results ----------------------------------------------------------------------------
+
+PASS=${PASS:-0}
+FAIL=${FAIL:-0}
+ok() { PASS=$((PASS + 1)); echo "ok - $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL - $*"; }
+# check DESCRIPTION CMD...: passes if CMD succeeds
+check() {
+  local what=$1
+  shift
+  if "$@"; then ok "$what"; else bad "$what"; fi
+}
+# expect_eq DESCRIPTION EXPECTED ACTUAL
+expect_eq() {
+  if [[ "$2" == "$3" ]]; then ok "$1"; else bad "$1: expected '$2', got '$3'"; fi
+}
+# expect_match DESCRIPTION REGEX ACTUAL
+expect_match() {
+  if [[ "$3" =~ $2 ]]; then ok "$1"; else bad "$1: '$3' does not match /$2/"; fi
+}
+# finish: the summary line; exits 0 if nothing failed, else 1.
+finish() {
+  echo "$PASS passed, $FAIL failed"
+  ((FAIL == 0))
+  exit
+}
+
+# ---- scratch directory and uiwarpd ------------------------------------------------------------
+
+# test_init [NAME]: what every test script starts with: `set -u` and a scratch directory $T
+# (/tmp/NAME.XXXXXX, default uiwarp-it) that goes on exit, with every uiwarpd started under it.
+test_init() {
+  set -u
+  scratch_dir "${1:-uiwarp-it}"
+}
+# scratch_dir NAME: T=/tmp/NAME.XXXXXX, removed on exit (EXIT trap) together with the uiwarpd
+# instances whose socket lies in it (uiwarp-run starts one per state dir).
+scratch_dir() {
+  T=$(mktemp -d "/tmp/$1.XXXXXX")
+  trap scratch_cleanup EXIT
+}
+scratch_cleanup() {
+  [[ -n ${T:-} && -d $T ]] || return 0
+  uiwarpd_stop "$T"
+  chmod -R u+w "$T" 2>/dev/null
+  rm -rf "$T"
+}
+# state_dir [DIR]: a private UIWARP_STATE_DIR (default $T/state) for what follows, so the programs
+# started through uiwarp-run get a uiwarpd of their own, never one of another build or test.
+state_dir() {
+  export UIWARP_STATE_DIR=${1:-$T/state}
+  # shellcheck disable=SC2174 # -m for the last level only: the state dir itself is private
+  mkdir -m 700 -p "$UIWARP_STATE_DIR"
+}
+# uiwarpd_stop [DIR]: stops the uiwarpd instances whose socket lies under DIR (default
+# $UIWARP_STATE_DIR) and waits (up to 2 s) until they are gone.
+uiwarpd_stop() {
+  local dir=${1:-${UIWARP_STATE_DIR:?uiwarpd_stop: no directory and no UIWARP_STATE_DIR}} i
+  pkill -f "uiwarpd --socket ${dir%/}/" 2>/dev/null || true
+  for ((i = 0; i < 40; i++)); do
+    pgrep -f "uiwarpd --socket ${dir%/}/" >/dev/null || return 0
+    sleep 0.05
+  done
+}
+
+# ---- ports and namespaces ---------------------------------------------------------------------
+
+# free_port: a TCP port on loopback that nothing uses right now.
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+# wait_listen [-n NETNS] [-t SECONDS] PORT: waits until something listens on TCP PORT (in network
+# namespace NETNS), at most SECONDS (default 30); 1 if nothing did. A loaded machine must not
+# start a client before its server's rdma_listen (uiwarpd's TCP listener) is in place.
+wait_listen() {
+  local ns=() secs=30 i
+  while (($# > 1)); do
+    case $1 in
+      -n) ns=(ip netns exec "$2"); shift 2 ;;
+      -t) secs=$2; shift 2 ;;
+      *) break ;;
+    esac
+  done
+  for ((i = 0; i < secs * 10; i++)); do
+    [[ -n $("${ns[@]}" ss -Hltn "sport = :$1" 2>/dev/null) ]] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+# netns_inode: the inode of this network namespace (uiwarp's state is per namespace).
+netns_inode() { stat -L -c %i /proc/self/ns/net; }

@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The data path as programs drive it, through stock librdmacm and libibverbs over uiwarp-run
+// (issue 10): a CQ polled from two threads, a CQ used only through its completion channel
+// (RDMA Reads answered while the target sleeps), work posted by one thread while another polls,
+// and RDMA Reads in flight (up to ORD) when the peer is killed. Progress happens in the polling
+// thread first, with the progress thread for whatever no thread drives: each case must see
+// every completion exactly once, in order, and never hang.
+//
+// `uiwarp-datapath-tests read-target` is the peer of the last case, a process of its own
+// (killed with SIGKILL): it accepts one connection and prints its buffer's address and rkey.
+#define CATCH_CONFIG_RUNNER
+#include "connected_pair.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <set>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace dp;
+
+namespace {
+
+constexpr std::uint32_t kMsg = 64;
+
+// The sequence number a message carries in its first 8 octets.
+void stamp(Side& s, std::size_t off, std::uint64_t seq) { std::memcpy(s.at(off), &seq, 8); }
+std::uint64_t seq_at(Side& s, std::size_t off) {
+  std::uint64_t v;
+  std::memcpy(&v, s.at(off), 8);
+  return v;
+}
+
+// Sends n numbered messages from `from`, `window` at a time, reclaiming its send CQ.
+void send_numbered(Side& from, std::size_t n, std::size_t window) {
+  std::size_t posted = 0, done = 0;
+  ibv_wc wc[32];
+  while (done < n) {
+    while (posted < n && posted - done < window) {
+      std::size_t off = (posted % window) * kMsg;
+      stamp(from, off, posted);
+      REQUIRE(from.post(IBV_WR_SEND, posted, off, kMsg) == 0);
+      ++posted;
+    }
+    int k = ibv_poll_cq(from.scq, 32, wc);
+    REQUIRE(k >= 0);
+    for (int i = 0; i < k; ++i)
+      REQUIRE(wc[i].status == IBV_WC_SUCCESS);
+    done += static_cast<std::size_t>(k);
+  }
+}
+
+} // namespace
+
+TEST_CASE("a receive CQ polled from two threads: every completion once, each thread in order",
+          "[datapath]") {
+  constexpr std::size_t kN = 4000;
+  SideOptions so;
+  so.recv_depth = static_cast<int>(kN);
+  ConnectedPair p(so);
+  for (std::size_t i = 0; i < kN; ++i)
+    REQUIRE(p.server.post_recv(i, i * kMsg, kMsg) == 0);
+
+  std::atomic<std::size_t> total{0};
+  std::vector<std::uint64_t> got[2];
+  std::atomic<bool> bad_order{false}, bad_data{false};
+  auto poller = [&](int t) {
+    ibv_wc wc[8];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (total.load() < kN && std::chrono::steady_clock::now() < until) {
+      int k = ibv_poll_cq(p.server.rcq, 8, wc);
+      for (int i = 0; i < k; ++i) {
+        if (wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len != kMsg ||
+            seq_at(p.server, wc[i].wr_id * kMsg) != wc[i].wr_id)
+          bad_data = true;
+        if (!got[t].empty() && wc[i].wr_id <= got[t].back()) bad_order = true;
+        got[t].push_back(wc[i].wr_id);
+      }
+      total += static_cast<std::size_t>(std::max(k, 0));
+    }
+  };
+  std::thread a(poller, 0), b(poller, 1);
+  send_numbered(p.client, kN, 64);
+  a.join();
+  b.join();
+  CHECK_FALSE(bad_data);
+  CHECK_FALSE(bad_order); // completions leave a CQ in order, whichever thread takes them
+  std::set<std::uint64_t> all(got[0].begin(), got[0].end());
+  all.insert(got[1].begin(), got[1].end());
+  CHECK(got[0].size() + got[1].size() == kN); // none twice
+  CHECK(all.size() == kN);                    // none lost
+}
+
+TEST_CASE("a CQ used only through its completion channel; Reads answered while the target sleeps",
+          "[datapath]") {
+  constexpr std::size_t kN = 500;
+  SideOptions so;
+  so.comp_channel = true;
+  so.recv_depth = static_cast<int>(kN);
+  ConnectedPair p(so);
+  for (std::size_t i = 0; i < kN; ++i)
+    REQUIRE(p.server.post_recv(i, i * kMsg, kMsg) == 0);
+  // The server's data for the client's Reads.
+  const std::size_t base = 512 << 10;
+  for (std::size_t i = 0; i < 64 << 10; ++i)
+    p.server.buf[base + i] = static_cast<char>(i * 7 + 3);
+
+  std::atomic<std::size_t> received{0};
+  std::atomic<bool> failed{false};
+  std::thread sleeper([&] { // (no Catch2 assertions off the main thread: flags instead)
+    // Never polls before an event says there is something to poll (rping's pattern).
+    if (ibv_req_notify_cq(p.server.rcq, 0)) failed = true;
+    while (!failed && received.load() < kN) {
+      ibv_cq* cq = nullptr;
+      void* ctx = nullptr;
+      if (ibv_get_cq_event(p.server.cc, &cq, &ctx)) {
+        failed = true;
+        break;
+      }
+      ibv_ack_cq_events(cq, 1);
+      if (ibv_req_notify_cq(cq, 0)) failed = true;
+      ibv_wc wc[16];
+      int k;
+      while ((k = ibv_poll_cq(cq, 16, wc)) > 0) {
+        for (int i = 0; i < k; ++i)
+          if (wc[i].status != IBV_WC_SUCCESS) failed = true;
+        received += static_cast<std::size_t>(k);
+      }
+    }
+  });
+  // While the server's thread sleeps in ibv_get_cq_event, its progress thread answers Reads.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto raddr = reinterpret_cast<std::uintptr_t>(p.server.at(base));
+  for (int r = 0; r < 16; ++r)
+    REQUIRE(p.client.post(IBV_WR_RDMA_READ, 1000 + r, 256 << 10, 4096, raddr + r * 4096,
+                          p.server.mr->rkey) == 0);
+  auto reads = poll_n(p.client.scq, 16);
+  REQUIRE(reads.size() == 16);
+  CHECK(std::memcmp(p.client.at(256 << 10), p.server.at(base), 4096) == 0);
+  send_numbered(p.client, kN, 64);
+  sleeper.join();
+  CHECK_FALSE(failed);
+  CHECK(received.load() == kN);
+}
+
+TEST_CASE("one thread posts Sends while another polls the send CQ", "[datapath]") {
+  constexpr std::size_t kN = 20000;
+  SideOptions so, co;
+  so.recv_depth = 512;
+  co.send_depth = 128;
+  ConnectedPair p(so, co);
+  std::atomic<std::size_t> sent_done{0}, recv_done{0};
+  std::atomic<bool> failed{false};
+  for (std::size_t i = 0; i < 512; ++i)
+    REQUIRE(p.server.post_recv(i, (i % 512) * kMsg, kMsg) == 0);
+  std::thread receiver([&] { // reposts as it goes (the hold covers a late repost)
+    ibv_wc wc[32];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (recv_done.load() < kN && std::chrono::steady_clock::now() < until) {
+      int k = ibv_poll_cq(p.server.rcq, 32, wc);
+      for (int i = 0; i < k; ++i) {
+        if (wc[i].status != IBV_WC_SUCCESS) failed = true;
+        p.server.post_recv(wc[i].wr_id, (wc[i].wr_id % 512) * kMsg, kMsg);
+      }
+      recv_done += static_cast<std::size_t>(std::max(k, 0));
+    }
+  });
+  std::thread poller([&] {
+    ibv_wc wc[32];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (sent_done.load() < kN && std::chrono::steady_clock::now() < until) {
+      int k = ibv_poll_cq(p.client.scq, 32, wc);
+      for (int i = 0; i < k; ++i)
+        if (wc[i].status != IBV_WC_SUCCESS) failed = true;
+      sent_done += static_cast<std::size_t>(std::max(k, 0));
+    }
+  });
+  std::size_t posted = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (posted < kN && std::chrono::steady_clock::now() < until) {
+    if (posted - sent_done.load() >= 128) continue; // the send queue is full
+    int err = p.client.post(IBV_WR_SEND, posted, (posted % 128) * kMsg, kMsg);
+    if (err == ENOMEM) continue; // the poller has not reclaimed the slot yet
+    REQUIRE(err == 0);
+    ++posted;
+  }
+  poller.join();
+  receiver.join();
+  CHECK_FALSE(failed);
+  CHECK(posted == kN);
+  CHECK(sent_done.load() == kN);
+  CHECK(recv_done.load() == kN);
+}
+
+namespace {
+
+// The peer of the ORD case: accept, print "ADDR RKEY", then wait to be killed.
+int read_target(const char* port) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* listen = nullptr;
+  if (!ch || rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP)) return 2;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(port)));
+  if (rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(listen, 1)) return 3;
+  std::printf("LISTENING\n");
+  std::fflush(stdout);
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(ch, &e) || e->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 4;
+  rdma_cm_id* id = e->id;
+  rdma_ack_cm_event(e);
+  ibv_pd* pd = ibv_alloc_pd(id->verbs);
+  ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
+  static std::vector<char> buf(16 << 20, 'r');
+  ibv_mr* mr =
+      ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  if (!mr || rdma_create_qp(id, pd, &qa)) return 5;
+  rdma_conn_param cp{};
+  cp.initiator_depth = cp.responder_resources = 16;
+  if (rdma_accept(id, &cp)) return 6;
+  std::printf("%lu %u\n", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(buf.data())),
+              mr->rkey);
+  std::fflush(stdout);
+  for (;;)
+    pause();
+}
+
+} // namespace
+
+TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete, none hang",
+          "[datapath]") {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(n > 0);
+  self[n] = 0;
+  const std::string port = std::to_string(20000 + getpid() % 20000);
+  int out[2];
+  REQUIRE(::pipe(out) == 0);
+  pid_t peer = ::fork();
+  REQUIRE(peer >= 0);
+  if (peer == 0) { // a fresh process: exec, so nothing of this one's verbs state is shared
+    ::dup2(out[1], 1);
+    ::execl(self, self, "read-target", port.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  FILE* from = ::fdopen(out[0], "r");
+  char line[128] = {};
+  REQUIRE(std::fgets(line, sizeof line, from) != nullptr); // LISTENING
+  REQUIRE(std::string(line) == "LISTENING\n");
+
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  REQUIRE(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
+  REQUIRE(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&a), 5000) == 0);
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  REQUIRE(rdma_resolve_route(id, 5000) == 0);
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  Side c;
+  c.opt.send_depth = 32;
+  c.opt.buf_size = 16 << 20;
+  c.ch = ch;
+  c.setup(id);
+  rdma_conn_param cp{};
+  cp.initiator_depth = cp.responder_resources = 16;
+  REQUIRE(rdma_connect(id, &cp) == 0);
+  expect_event(ch, RDMA_CM_EVENT_ESTABLISHED);
+  REQUIRE(std::fgets(line, sizeof line, from) != nullptr);
+  unsigned long raddr = 0;
+  unsigned rkey = 0;
+  REQUIRE(std::sscanf(line, "%lu %u", &raddr, &rkey) == 2);
+
+  // ORD (16) Reads of 1 MiB each: the responses are still streaming when the peer dies. The
+  // peer is killed as soon as the first Read has completed: the responses have started, and the
+  // rest (19 MiB) cannot all arrive in the time a SIGKILL takes. (A fixed head start let a fast
+  // data path finish every Read before the kill.)
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qi{};
+  REQUIRE(ibv_query_qp(c.qp(), &qa, IBV_QP_MAX_QP_RD_ATOMIC, &qi) == 0);
+  const int ord = std::max<int>(qa.max_rd_atomic, 1);
+  for (int r = 0; r < ord + 4; ++r) // beyond ORD: these wait in the send queue
+    REQUIRE(c.post(IBV_WR_RDMA_READ, r, 0, 1 << 20, raddr, rkey) == 0);
+  std::vector<ibv_wc> done;
+  ibv_wc wc[32];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (done.empty() && std::chrono::steady_clock::now() < until) {
+    int k = ibv_poll_cq(c.scq, 1, wc);
+    REQUIRE(k >= 0);
+    done.insert(done.end(), wc, wc + k);
+  }
+  REQUIRE(done.size() == 1);
+  ::kill(peer, SIGKILL);
+  ::waitpid(peer, nullptr, 0);
+  std::fclose(from);
+
+  // Every Read completes (some may have succeeded; the rest in error), in posting order.
+  while (done.size() < static_cast<std::size_t>(ord + 4) &&
+         std::chrono::steady_clock::now() < until) {
+    int k = ibv_poll_cq(c.scq, 32, wc);
+    REQUIRE(k >= 0);
+    done.insert(done.end(), wc, wc + k);
+  }
+  REQUIRE(done.size() == static_cast<std::size_t>(ord + 4));
+  bool failed_seen = false;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    CHECK(done[i].wr_id == i);
+    if (done[i].status != IBV_WC_SUCCESS) failed_seen = true;
+    if (failed_seen) CHECK(done[i].status != IBV_WC_SUCCESS); // nothing succeeds after a failure
+  }
+  CHECK(failed_seen);
+  // The CM says the connection is gone.
+  rdma_cm_event* e = nullptr;
+  REQUIRE(rdma_get_cm_event(ch, &e) == 0);
+  CHECK(e->event == RDMA_CM_EVENT_DISCONNECTED);
+  rdma_ack_cm_event(e);
+}
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "read-target") return read_target(argv[2]);
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// One uiwarpd protocol message of each type (daemon_proto.hpp), in the order of proto::Message,
+// every field set away from its default, each with a name: the unit tests' round trips
+// (test_daemon_proto.cpp) and the fuzz target's seed corpus (make_corpus.cpp) use the same ones.
+// Header-only, on the contracts library's public API alone.
+#pragma once
+
+#include "uiwarp/daemon_proto.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstdint>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <utility>
+#include <vector>
+
+namespace uiwarp::test {
+
+inline sockaddr_storage v4(const char* ip, std::uint16_t port) {
+  sockaddr_storage s{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&s);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(port);
+  ::inet_pton(AF_INET, ip, &in->sin_addr);
+  return s;
+}
+
+inline sockaddr_storage v6(const char* ip, std::uint16_t port) {
+  sockaddr_storage s{};
+  auto* in = reinterpret_cast<sockaddr_in6*>(&s);
+  in->sin6_family = AF_INET6;
+  in->sin6_port = htons(port);
+  ::inet_pton(AF_INET6, ip, &in->sin6_addr);
+  return s;
+}
+
+// Negotiated parameters with every field away from its default.
+inline iwarp::ConnParams sample_params() {
+  iwarp::ConnParams p;
+  p.version = 0;
+  p.crc = false;
+  p.markers_tx = true;
+  p.ird = 16;
+  p.ord = 8;
+  p.peer_ird = 0x3fff;
+  p.peer_ord = 4;
+  p.initiator = false;
+  p.p2p = true;
+  p.rtr = iwarp::RtrType::Read;
+  p.large_fpdu = true;
+  return p;
+}
+
+inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples() {
+  using namespace proto;
+  const Bytes pd = {1, 2, 3, 4, 5};
+  const iwarp::ConnParams cp = sample_params();
+  return {
+      {"hello", Hello{kVersion, Role::Cli}},
+      {"hello_reply", HelloReply{kVersion, EPROTO, "restart uiwarpd"}},
+      {"listen", Listen{7, v6("::", 4791), 128, 0x20}},
+      {"listen_reply", ListenReply{7, EADDRINUSE, "in use"}},
+      {"unlisten", Unlisten{7}},
+      {"connect",
+       Connect{0x0102030405060708, v4("10.1.2.3", 4791), v4("10.1.2.4", 7174), pd, 16, 8, 2000, 4}},
+      {"connect_reply",
+       ConnectReply{9, ECONNREFUSED, "rejected", cp, pd, v4("10.0.0.1", 1), v6("fe80::1", 2)}},
+      {"conn_request", ConnRequest{7, 42, v4("10.0.0.1", 1), v4("10.0.0.2", 2), pd, 3, 2}},
+      {"accept", Accept{42, pd, 16, 16}},
+      {"accept_reply", AcceptReply{42, 0, "", cp, v6("::1", 5), v6("::1", 6)}},
+      {"reject", Reject{42, pd}},
+      {"resolve", Resolve{11, v4("192.0.2.1", 0)}},
+      {"resolve_reply", ResolveReply{11, 0, v4("192.0.2.2", 0), "eth0"}},
+      {"status", Status{true}},
+      {"status_line", StatusLine{"uiwarpd pid 1"}},
+      {"status_end", StatusEnd{}},
+  };
+}
+
+} // namespace uiwarp::test
