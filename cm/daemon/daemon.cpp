@@ -310,7 +310,11 @@ void Daemon::accept_tcp(SockId listener) {
     socklen_t len = sizeof peer;
     Fd s(::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &len,
                    SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!s) return;
+    if (!s) {
+      // EINVAL: the application shut the socket down (rdma_destroy_id); its Unlisten follows.
+      if (errno == EINVAL) sessions_.on_listener_closed(listener);
+      return;
+    }
     int fd = s.get();
     sockaddr_storage local = local_addr(fd);
     socks_[fd] = {std::move(s), 0};

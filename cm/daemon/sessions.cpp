@@ -55,6 +55,10 @@ void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
   }
 }
 
+void Sessions::on_listener_closed(SockId sock) {
+  if (listeners_.erase(sock)) actions_.push_back(Close{sock});
+}
+
 void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
                            const sockaddr_storage& peer, Clock::time_point now) {
   auto l = listeners_.find(listener);

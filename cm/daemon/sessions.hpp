@@ -105,6 +105,8 @@ public:
   // none (the reply says so).
   void on_listen(ClientId c, const proto::Listen& m, SockId sock, const sockaddr_storage& addr);
   void on_unlisten(ClientId c, const proto::Unlisten& m);
+  // The listening socket no longer listens (its owner shut it down before its Unlisten).
+  void on_listener_closed(SockId sock);
   // The loop accepted `sock` on listener `listener`: an MPA responder session.
   void on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
                    const sockaddr_storage& peer, Clock::time_point now);

@@ -489,9 +489,13 @@ private:
   }
 
   void release(Id& id) {
+    if (id.listening && daemon_fd_ >= 0) proto::send(daemon_fd_, proto::Unlisten{id.handle});
+    // uiwarpd holds a copy of a listening socket until it reads the Unlisten; the kernel frees
+    // the port when rdma_destroy_id returns (cma_release_port), and perftest binds it again at
+    // once. shutdown() ends the listen for every copy (inet_shutdown -> tcp_disconnect).
+    if (id.listening && id.sock >= 0) ::shutdown(id.sock, SHUT_RDWR);
     close_sock(id);
     if (daemon_fd_ < 0) return;
-    if (id.listening) proto::send(daemon_fd_, proto::Unlisten{id.handle});
     // The kernel rejects a request whose id is destroyed unanswered.
     if (id.child && !id.accepted) proto::send(daemon_fd_, proto::Reject{id.token, {}});
   }

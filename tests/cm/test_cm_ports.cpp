@@ -11,11 +11,17 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
+#include <string>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 
@@ -75,6 +81,24 @@ std::uint16_t free_port() {
   ::getsockname(s, sa(a), &len);
   ::close(s);
   return ntohs(a.sin_port);
+}
+
+// The pid of the uiwarpd serving the socket uiwarp-run named (UIWARPD_SOCKET): the process
+// whose command line has "--socket PATH". 0 when there is none.
+pid_t uiwarpd_pid() {
+  const char* path = std::getenv("UIWARPD_SOCKET");
+  if (!path) return 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline");
+    std::vector<std::string> argv;
+    for (std::string arg; std::getline(f, arg, '\0');)
+      argv.push_back(arg);
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--socket" && argv[i + 1] == path) return std::stoi(name);
+  }
+  return 0;
 }
 
 } // namespace
@@ -147,6 +171,28 @@ TEST_CASE("rdma_bind_addr: an explicit port is the one bound, and is freed with 
   cm.destroy(first);
   rdma_cm_id* again = cm.id();
   CHECK(rdma_bind_addr(again, sa(a)) == 0);
+}
+
+TEST_CASE("a listening id's port is free when rdma_destroy_id returns", "[cm][bind]") {
+  // perftest -R listens, takes its parameter exchange, destroys the id and at once binds and
+  // listens on the same port again. The kernel frees the port in rdma_destroy_id
+  // (cma_release_port); uiwarpd holds a copy of the listening socket until it reads the
+  // Unlisten, so it is stopped here across the destroy and the new bind.
+  Cm cm;
+  const std::uint16_t port = free_port();
+  sockaddr_in a = v4("127.0.0.1", port);
+  rdma_cm_id* l = cm.id();
+  REQUIRE(rdma_bind_addr(l, sa(a)) == 0);
+  REQUIRE(rdma_listen(l, 4) == 0);
+  const pid_t daemon = uiwarpd_pid();
+  const bool stopped = daemon > 0 && ::kill(daemon, SIGSTOP) == 0;
+  cm.destroy(l);
+  rdma_cm_id* again = cm.id();
+  const int bound = Cm::err(rdma_bind_addr(again, sa(a)));
+  if (stopped) ::kill(daemon, SIGCONT);
+  INFO("uiwarpd " << daemon << (stopped ? " stopped" : " not stopped") << " meanwhile");
+  CHECK(bound == 0);
+  CHECK(rdma_listen(again, 4) == 0);
 }
 
 TEST_CASE("rdma_bind_addr errors follow the kernel's rdma_cm", "[cm][bind]") {
