@@ -258,15 +258,19 @@ private:
   }
 
   int get_event(int fd, const rdma_ucm_get_event& cmd, std::unique_lock<std::mutex>& lock) {
-    bool nonblock = ::fcntl(fd, F_GETFL) & O_NONBLOCK;
+    const int flags = ::fcntl(fd, F_GETFL);
+    const bool nonblock = flags >= 0 && (flags & O_NONBLOCK);
+    // The shim's write() found `fd` to be a channel (the kernel's fdget) before this thread
+    // took the lock; a channel missing now was closed in between (rping's CM thread asks for
+    // its next event while main tears down). The kernel's write holds the file and sleeps on.
     auto first = channels_.find(fd);
-    if (first == channels_.end()) return EBADF;
-    const std::uint64_t gen = first->second.gen;
+    const std::optional<std::uint64_t> gen =
+        first == channels_.end() ? std::nullopt : std::optional(first->second.gen);
     for (;;) {
       auto ch = channels_.find(fd);
-      if (ch == channels_.end() || ch->second.gen != gen) {
-        // Closed under a blocked reader (rping's CM thread, while main tears down): the
-        // kernel's read keeps the file and sleeps on; it does not fail. Do the same.
+      if (!gen || ch == channels_.end() || ch->second.gen != *gen) {
+        // Closed under a blocked reader: the kernel's read keeps the file and sleeps on; it
+        // does not fail. Do the same.
         if (nonblock) return EAGAIN;
         cv_.wait(lock);
         continue;

@@ -51,6 +51,8 @@ wait $cpid
 crc=$?
 wait $spid
 src=$?
+crc=$(rping_exit "$crc" "$T/r.client")
+src=$(rping_exit "$src" "$T/r.server")
 expect_eq "rping completes after uiwarpd stops (client and server exit)" "0 0" "$crc $src"
 expect_eq "... with every ping verified" 20000 "$(grep -c '^ping data' "$T/r.client")"
 ((crc == 0)) || grep -v '^ping data' "$T/r.client" | tail -n 20

@@ -25,8 +25,13 @@ $run ibv_devinfo >/tmp/devinfo 2>&1 && grep -q "PORT_ACTIVE" /tmp/devinfo &&
   grep -q "transport:.*iWARP" /tmp/devinfo && echo "OK ibv_devinfo"
 $run rping -s -a 127.0.0.1 -p 7781 -C 20 -v >/tmp/rping.s 2>&1 &
 sleep 1
-$run rping -c -a 127.0.0.1 -p 7781 -C 20 -v >/tmp/rping.c 2>&1 &&
-  [ "$(grep -c '^ping data' /tmp/rping.c)" = 20 ] && echo "OK rping"
+$run rping -c -a 127.0.0.1 -p 7781 -C 20 -v >/tmp/rping.c 2>&1
+rc=$?
+# rping 44's own exit race (rping_lost_exit_race in scripts/lib/common.sh; rdma-core PR #1622).
+[ $rc = 255 ] && grep -q 'DISCONNECT EVENT' /tmp/rping.c &&
+  [ "$(grep -v '^ping data' /tmp/rping.c | tail -n 1)" = "rdma_get_cm_event: Bad file descriptor" ] &&
+  rc=0
+[ $rc = 0 ] && [ "$(grep -c '^ping data' /tmp/rping.c)" = 20 ] && echo "OK rping"
 wait
 $run ib_write_bw -R -p 7782 -n 200 >/tmp/bw.s 2>&1 &
 sleep 1

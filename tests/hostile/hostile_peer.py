@@ -495,7 +495,17 @@ def wait_client(ctx, proc, timeout=15.0):
             f.write("\n---- hung: gdb backtrace ----\n" + bt)
         kill(proc)
     with open(proc.log, errors="replace") as f:
-        return rc, f.read()
+        out = f.read()
+    return (0 if rc == 255 and rping_lost_exit_race(out) else rc), out
+
+
+def rping_lost_exit_race(out):
+    """Debian 12's rping (rdma-core 44) exits 255 when its main thread destroys the event
+    channel while its CM thread asks for the next event (EBADF), although the test passed; over
+    the kernel's rdma_cm too. Fixed upstream by rdma-core PR #1622. Same test as
+    rping_lost_exit_race in scripts/lib/common.sh."""
+    rest = [l for l in out.strip().splitlines() if not re.match(r"(server )?ping data", l)]
+    return "DISCONNECT EVENT" in out and bool(rest) and rest[-1] == "rdma_get_cm_event: Bad file descriptor"
 
 
 def backtrace(pid):
@@ -521,7 +531,9 @@ def fresh_rping(ctx, count=2):
     p = ctx.rping_client(ctx.port, count)
     rc, out = wait_client(ctx, p, 30)
     pings = out.count("ping data:")
-    return rc == 0 and pings == count and not sanitizer_report(out), f"exit {rc}, {pings} pings"
+    good = rc == 0 and pings == count and not sanitizer_report(out)
+    tail = "" if good else f": {out.strip()[-300:]!r}"
+    return good, f"exit {rc}, {pings} pings{tail}"
 
 
 # ---- cases ----------------------------------------------------------------------------------------------

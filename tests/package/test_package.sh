@@ -173,6 +173,8 @@ rping_pair() { # NAME PORT: rping server and client as nobody, -C 10 -v, loopbac
   local crc=$?
   wait $spid
   local src=$?
+  crc=$(rping_exit "$crc" "$TT/$1.client")
+  src=$(rping_exit "$src" "$TT/$1.server")
   expect_eq "$1: rping server and client exit 0" "0 0" "$src $crc"
   expect_eq "$1: rping client verified 10 pings" "10" "$(grep -c '^ping data' "$TT/$1.client")"
   expect_eq "$1: rping server verified 10 pings" "10" \
