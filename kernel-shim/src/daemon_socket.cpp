@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "uiwarp/daemon_socket.hpp"
 
+#include "uiwarp/daemon_start.hpp"
 #include "uiwarp/netdev.hpp"
 
 #include <cstdio>
@@ -12,16 +13,6 @@
 #include <unistd.h>
 
 namespace uiwarp {
-
-bool daemon_alive(const std::string& path) {
-  int s = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  sockaddr_un sun{};
-  sun.sun_family = AF_UNIX;
-  std::snprintf(sun.sun_path, sizeof sun.sun_path, "%s", path.c_str());
-  bool ok = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0;
-  if (s >= 0) ::close(s);
-  return ok;
-}
 
 namespace {
 

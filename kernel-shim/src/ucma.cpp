@@ -13,6 +13,7 @@
 
 #include "ucma_addr.hpp"
 #include "uiwarp/daemon_proto.hpp"
+#include "uiwarp/daemon_start.hpp"
 #include "uiwarp/guid.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/provider_api.hpp"
@@ -171,11 +172,12 @@ struct Id {
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
   std::optional<Device> dev;
-  int tos = -1;           // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
-  int afonly = -1;        // RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
-  bool reuseaddr = false; // RDMA_OPTION_ID_REUSEADDR
-  bool bound = false;     // has a port (rdma_bind_addr, or implied by resolve/listen)
-  int sock = -1;          // the TCP socket holding that port, until the QP owns it
+  int tos = -1;              // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
+  int afonly = -1;           // RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
+  bool reuseaddr = false;    // RDMA_OPTION_ID_REUSEADDR
+  bool bound = false;        // has a port (rdma_bind_addr, or implied by resolve/listen)
+  int sock = -1;             // the TCP socket holding that port, until the QP owns it
+  std::uint32_t backlog = 0; // rdma_listen's, for registering again with a new uiwarpd
 };
 
 class Ucma {
@@ -371,18 +373,65 @@ private:
   // uiwarpd exited (or was restarted): established connections are the application's own and
   // carry on; a connect still in the MPA exchange will never be answered, so it fails now, as
   // the kernel's iw_cm reports a lost connect (CONNECT_ERROR). Waiters in await() see
-  // daemon_fd_ < 0. The next command that needs the daemon connects again.
+  // daemon_fd_ < 0. The next command that needs the daemon connects again, and listeners are
+  // registered again with a new daemon at once (relisten()).
   void daemon_gone() {
     bool told = false;
     for (auto& [h, id] : ids_) {
-      if (id.listening)
-        log_error("uiwarpd went away; the listener on " + proto::addr_string(id.src) +
-                  " takes no new connections");
+      if (id.listening && !relistening_) {
+        relistening_ = true;
+        std::thread([this] { relisten(); }).detach();
+      }
       if (!id.connecting || id.connected) continue;
       if (!told) log_error("uiwarpd went away while connecting; connect failed");
       told = true;
       id.connecting = false;
       queue(id, RDMA_CM_EVENT_CONNECT_ERROR, -ECONNABORTED);
+    }
+  }
+
+  // Listening ids outlive their uiwarpd: their sockets still listen (the kernel queues new
+  // connections in the backlog), so a new daemon takes them over. The per-user daemon that
+  // uiwarp-run started is started again (kRestartEnv); systemd starts the system one when its
+  // socket is connected to. Tries with a growing pause (20 ms to 1 s) until every listener is
+  // registered or none is left; a daemon that refuses (another protocol version) is named once.
+  void relisten() {
+    std::string said;
+    for (int pause_ms = 20;; pause_ms = std::min(pause_ms * 2, 1000)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+      std::string err;
+      const char* sock = std::getenv("UIWARPD_SOCKET");
+      const char* start = std::getenv(kRestartEnv);
+      if (sock && *sock && start && *start) ensure_daemon(start, sock, &err);
+      std::unique_lock<std::mutex> lock(mu_);
+      std::vector<std::uint32_t> listening;
+      for (auto& [h, id] : ids_)
+        if (id.listening && id.sock >= 0) listening.push_back(h);
+      if (listening.empty()) {
+        relistening_ = false;
+        return;
+      }
+      if (daemon_fd_ < 0 && !daemon_connect(&err)) {
+        if (err != said) log_error("uiwarpd went away: " + err);
+        said = err;
+        continue;
+      }
+      for (std::uint32_t h : listening) {
+        Id* id = find(h);
+        if (!id || !id->listening || id->sock < 0 || daemon_fd_ < 0) continue;
+        std::optional<proto::Packet> p;
+        if (!proto::send(daemon_fd_, proto::Listen{h, id->src, id->backlog, id->tos}, id->sock))
+          p = await<proto::ListenReply>(h, lock);
+        if (p && std::get<proto::ListenReply>(p->msg).status)
+          log_error("uiwarpd refused the listener on " + proto::addr_string(id->src) + ": " +
+                    std::get<proto::ListenReply>(p->msg).reason);
+      }
+      if (daemon_fd_ >= 0) {
+        log::info("rdma_cm", "uiwarpd went away; " + std::to_string(listening.size()) +
+                                 " listener(s) registered again with the new uiwarpd");
+        relistening_ = false;
+        return;
+      }
     }
   }
 
@@ -558,6 +607,7 @@ private:
   std::map<std::uint32_t, Id> ids_;
   std::uint32_t next_handle_ = 1;
   int daemon_fd_ = -1;
+  bool relistening_ = false; // relisten() runs
   std::deque<proto::Packet> replies_;
   const ProviderOps* provider_ = nullptr;
 
@@ -803,6 +853,7 @@ int Ucma::do_command(int fd, std::uint32_t cmd, const std::uint8_t* in, std::siz
     // Listening from now on: uiwarpd may pass a connection request before its reply reaches
     // this thread (the reader thread handles both in order, this thread wakes later).
     id->listening = id->iw = true;
+    id->backlog = c.backlog;
     int err = to_daemon(proto::Listen{c.id, id->src, c.backlog, id->tos}, id->sock);
     std::optional<proto::Packet> p;
     if (!err) {

@@ -21,6 +21,7 @@
 // Exit status: CMD's, or 125 if uiwarp-run itself fails, 126 if CMD cannot be run, 127 if it is
 // not found (as env(1) and timeout(1) do).
 #include "uiwarp/daemon_socket.hpp"
+#include "uiwarp/daemon_start.hpp"
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarp_paths.hpp"
@@ -97,40 +98,6 @@ bool debug() {
   return d && *d && std::strcmp(d, "0") != 0;
 }
 
-// Starts uiwarpd for this user and network namespace unless one runs (it exits
-// at once if another instance holds its lock), and waits until it answers. A daemon started
-// here reads $UIWARPD_CONFIG instead of /etc/uiwarp/uiwarpd.conf when that is set (a daemon
-// that already runs keeps its policy).
-bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::string* err) {
-  using uiwarp::daemon_alive;
-  if (daemon_alive(sock)) return true;
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    *err = std::string("fork: ") + std::strerror(errno);
-    return false;
-  }
-  if (pid == 0) {
-    const char* config = std::getenv("UIWARPD_CONFIG");
-    if (config && *config)
-      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon", "--config",
-              config, static_cast<char*>(nullptr));
-    else
-      ::execl(uiwarpd.c_str(), uiwarpd.c_str(), "--socket", sock.c_str(), "--daemon",
-              static_cast<char*>(nullptr));
-    std::fprintf(stderr, "uiwarp-run: cannot start %s: %s\n", uiwarpd.c_str(),
-                 std::strerror(errno));
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  for (int i = 0; i < 300; ++i) {
-    if (daemon_alive(sock)) return true;
-    ::usleep(10000);
-  }
-  *err = "uiwarpd (" + uiwarpd + ") did not start serving " + sock;
-  return false;
-}
-
 int fail(const std::string& msg) {
   std::fprintf(stderr, "uiwarp-run: error: %s\n", msg.c_str());
   return kExitFail;
@@ -198,8 +165,14 @@ int main(int argc, char** argv) {
   std::string uiwarpd = from_build_tree ? UIWARP_BUILD_UIWARPD : UIWARP_INSTALL_UIWARPD;
   if (const char* d = std::getenv("UIWARPD"); d && *d) uiwarpd = d;
   const uiwarp::DaemonSocket cm = uiwarp::choose_daemon_socket(dir, from_build_tree);
-  if (cm.start_if_needed && !ensure_daemon(uiwarpd, cm.path, &err)) return fail(err);
+  // A per-user daemon (one per user and network namespace, started here unless it runs): the
+  // shim starts it again if it goes away while the program listens (kRestartEnv).
+  if (cm.start_if_needed && !uiwarp::ensure_daemon(uiwarpd, cm.path, &err)) return fail(err);
   ::setenv("UIWARPD_SOCKET", cm.path.c_str(), 1);
+  if (cm.start_if_needed)
+    ::setenv(uiwarp::kRestartEnv, uiwarpd.c_str(), 1);
+  else
+    ::unsetenv(uiwarp::kRestartEnv);
   ::setenv("UIWARPD_SOCKET_NETNS", std::to_string(uiwarp::current_netns_inode()).c_str(), 1);
   if (debug())
     std::fprintf(stderr, "uiwarp-run: uiwarpd %s: %s\n", cm.path.c_str(), cm.why.c_str());

@@ -55,4 +55,36 @@ s=socket.socket(socket.AF_UNIX,socket.SOCK_SEQPACKET); s.connect(sys.argv[1]); t
   check "uiwarpd refused a client from another network namespace" \
     grep -q "from another network namespace" "$T/uiwarpd.log"
 fi
+
+# The system daemon killed (kill -9) under a listening rping -s -P, then started again as
+# systemd would on the next connection to its socket (here: a new systemd-socket-activate on the
+# same path). The shim connects again and registers its listener; nobody starts a per-user one.
+p=$(free_port)
+timeout 60 "$RUN" rping -s -P -a 127.0.0.1 -p "$p" -v >"$T/restart.server" 2>&1 &
+rspid=$!
+wait_listen "$p"
+kill -9 "$sapid" # systemd-socket-activate became uiwarpd (exec) at the first connection
+wait "$sapid" 2>/dev/null
+sleep 0.3
+systemd-socket-activate --seqpacket -l "$sock" "$UIWARPD_BIN" >"$T/uiwarpd2.log" 2>&1 &
+sapid=$!
+t0=$(date +%s%N)
+listed=no
+for _ in $(seq 150); do
+  if "$UIWARP_CLI" status --socket "$sock" 2>/dev/null |
+    grep -qE "^  127\.0\.0\.1:$p pid [0-9]+ \(rping\)"; then
+    listed=yes
+    break
+  fi
+  sleep 0.02
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_eq "restarted system daemon: rping's listener registered again (${ms} ms)" yes "$listed"
+timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 10 -v >"$T/restarted.client" 2>&1
+crc=$(rping_exit $? "$T/restarted.client")
+expect_eq "... and a new client connects: exit 0, 10 pings" "0 10" \
+  "$crc $(grep -c '^ping data' "$T/restarted.client")"
+check "... still with no per-user daemon" test ! -e "$UIWARP_STATE_DIR/netns-$(netns_inode)/uiwarpd.sock"
+kill "$rspid" 2>/dev/null
+wait "$rspid" 2>/dev/null
 finish

@@ -24,7 +24,4 @@ struct DaemonSocket {
 
 DaemonSocket choose_daemon_socket(const std::string& state_dir, bool from_build_tree);
 
-// Whether something accepts connections on uiwarpd socket `path`.
-bool daemon_alive(const std::string& path);
-
 } // namespace uiwarp
