@@ -473,13 +473,17 @@ int tracked_close(int fd) {
   {
     Lock l;
     int i = find(fd);
-    if (i >= 0) {
-      dbg("close fd %d", fd);
-      ucma = g_entries[i].kind == kUcma;
-      remove_entry(i);
-    }
+    ucma = i >= 0 && g_entries[i].kind == kUcma;
   }
+  // An rdma_cm channel stays known as one until the real close: a GET_EVENT write racing this
+  // close (rping's CM thread) then sleeps on, as the kernel's write holding the file does, or
+  // after it gets EBADF; never the EINVAL of a write to the eventfd behind the channel.
   if (ucma) uiwarp::ucma::closed(fd);
+  Lock l;
+  if (int i = find(fd); i >= 0) {
+    dbg("close fd %d", fd);
+    remove_entry(i);
+  }
   return sys_close(fd);
 }
 
