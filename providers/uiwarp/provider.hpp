@@ -223,8 +223,9 @@ struct Qp {
   // Moves bytes both ways (as much as `who` does, see Driver) and completions to the CQs,
   // then tells the progress thread what to watch.
   void drive(Driver who);
-  // Moves the engine's completions to the CQs.
-  void reap();
+  // Moves the engine's completions to the CQs; `until_flushed`: only those before the first
+  // flushed one.
+  void reap(bool until_flushed = false);
   // Flushes everything outstanding (QP to ERR).
   void flush();
   // Transmits what the engine has ready; notes a full socket, which is tried again only

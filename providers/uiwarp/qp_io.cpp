@@ -171,7 +171,11 @@ bool Qp::pull_rx(std::size_t budget) {
 
 void Qp::after_io() {
   if (!engine) return;
-  reap();
+  // What completed before the connection ended, then its CM event, then the flushed rest: the
+  // kernel's order (siw_cm_work_handler upcalls IW_CM_EVENT_CLOSE before siw_qp_llp_close
+  // flushes), so a program released by its flush completions (rping's main joins its CQ thread)
+  // finds DISCONNECTED already delivered to its CM thread.
+  reap(true);
   if (srq) {
     // One event per arming (IB semantics), whichever QP notices first.
     std::uint32_t lim = srq->limit.load(std::memory_order_relaxed);
@@ -202,12 +206,15 @@ void Qp::after_io() {
     if (const ShimOps* sh = shim())
       sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why);
   }
+  reap();
 }
 
-void Qp::reap() {
+void Qp::reap(bool until_flushed) {
   if (!engine) return;
   ibv_qp& q = vqp.qp;
-  while (auto c = engine->poll()) {
+  for (const iwarp::Completion* next = engine->peek(); next; next = engine->peek()) {
+    if (until_flushed && next->status == iwarp::WcStatus::Flushed) break;
+    auto c = engine->poll();
     Cq* cq = c->recv ? recv_cq() : send_cq();
     cq->push(to_ibv_wc(*c, q.qp_num), c->solicited);
   }

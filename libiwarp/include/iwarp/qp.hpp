@@ -250,6 +250,8 @@ public:
 
   // ---- completions ----
   std::optional<Completion> poll();
+  // The completion poll() would return next, left in place (nullptr: none).
+  const Completion* peek() const { return cq_.empty() ? nullptr : &cq_.front(); }
   std::size_t completions_ready() const { return cq_.size(); }
   // Set when a Send with SE (or Immediate Data with SE) was delivered since the
   // last call (for solicited-only CQ notification).
