@@ -171,9 +171,11 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) noexcept {
   q.pd = a->pd;
   q.srq = a->srq;
   q.qp_type = IBV_QPT_RC;
-  // iWARP QPs start in INIT (siw's IDLE; rdma-core's tests expect INIT from an RNIC).
+  // As over the kernel: the ibv_qp that libibverbs hands out says RESET (ibv_cmd_create_qp sets
+  // it for every device), while ibv_query_qp on an RNIC says INIT (siw reports its IDLE as
+  // INIT). rdma-core's tests/test_qp.py checks both.
   qp->state = IBV_QPS_INIT;
-  q.state = IBV_QPS_INIT;
+  q.state = IBV_QPS_RESET;
   q.handle = q.qp_num;
   q.events_completed = 0;
   pthread_mutex_init(&q.mutex, nullptr);
