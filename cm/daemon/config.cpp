@@ -67,6 +67,7 @@ const std::map<std::string, Setter>& setters() {
        [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
       {"large-fpdu",
        [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
+      {"rfc7306", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.rfc7306); }},
       {"first-fpdu-delay-ms",
        [](Config& c, const std::string& v) {
          long n = std::stol(v);

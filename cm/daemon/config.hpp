@@ -28,9 +28,13 @@ struct Config {
   // siw's large-FPDU flag is on: FPDUs may then exceed the TCP MSS when the peer sets it too
   // (uiwarp and siw's gso build do; others ignore a bit RFC 5044 reserves), so a 64 KiB Write
   // over a 1500-octet link is one FPDU with one header and CRC instead of 45.
+  //
+  // RFC 7306 (Immediate Data, Atomics) is offered with uiwarp's private flag: only a peer that
+  // echoes it (another uiwarp) gets those operations; toward others they fail at post time.
   Config() {
     mpa.p2p = true;
     mpa.large_fpdu = true;
+    mpa.rfc7306 = true;
     mpa.max_private_data = kMaxProgramPrivateData;
   }
   static constexpr std::size_t kMaxProgramPrivateData = 255;

@@ -17,6 +17,7 @@ ConnParams conn_params(const MpaResult& r, MpaRole role) {
   p.p2p = r.p2p;
   p.rtr = r.rtr.value_or(RtrType::Send);
   p.large_fpdu = r.large_fpdu;
+  p.rfc7306 = r.rfc7306;
   return p;
 }
 
@@ -28,7 +29,7 @@ std::string describe(const ConnParams& p) {
   // The initiator sends the RTR (RFC 6581 §7.1); the responder only waits for it.
   s += !p.p2p ? "off" : p.initiator ? std::string("rtr ") + kRtr[static_cast<int>(p.rtr)] : "on";
   return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord) +
-         (p.large_fpdu ? " large-fpdu" : "");
+         (p.large_fpdu ? " large-fpdu" : "") + (p.rfc7306 ? " rfc7306" : "");
 }
 
 } // namespace iwarp

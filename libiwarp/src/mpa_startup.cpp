@@ -132,6 +132,7 @@ MpaStartup MpaStartup::initiator(const MpaPolicy& policy, std::vector<std::byte>
   f.markers = policy.markers;
   f.crc = policy.crc || policy.crc_always; // MC-07: an always-CRC side says C=1
   f.large_fpdu = policy.large_fpdu;
+  f.rfc7306 = policy.rfc7306;
   // RFC 6581 §6, §10: enhanced data (S=1) only when enhanced features are wanted.
   if (policy.revision >= kRevEnhanced && policy.enhanced) {
     MpaEnhanced e;
@@ -319,6 +320,7 @@ void MpaStartup::process_frame() {
   f.crc = header_.crc();
   f.reject = f.kind == MpaKind::Reply && header_.reject(); // HX-010: not checked in a Request
   f.large_fpdu = header_.flags & kMpaFlagLargeFpdu;        // other Res bits: not checked
+  f.rfc7306 = header_.flags & kMpaFlagRfc7306;
   f.rev = header_.rev;
   if (peer_enhanced()) {
     f.enhanced = MpaEnhanced::decode(pd); // EMPA-037: B/C/D ignored when A=0
@@ -355,6 +357,8 @@ void MpaStartup::process_reply() {
   result_.markers_tx = peer_rdmac_ || peer_frame_.markers;
   result_.markers_rx = peer_rdmac_ || local_frame_.markers;
   result_.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
+  // RFC 7306 runs on RDMAP version 1 only (§4), so never toward an RDMAC peer.
+  result_.rfc7306 = local_frame_.rfc7306 && peer_frame_.rfc7306 && !peer_rdmac_;
   result_.enhanced = local_frame_.enhanced && peer_frame_.enhanced;
   if (peer_frame_.reject) { // RFC 5044 §7.1.2 r3 (HX-011): TCP stays open for the ULP
     finish(MpaState::Rejected);
@@ -440,6 +444,8 @@ MpaFrame MpaStartup::reply_frame(bool reject) const {
   // RFC 5044 §7.1.1: the Request's C=1 turns CRC on anyway; say so.
   f.crc = peer_rdmac_ || policy_.crc || policy_.crc_always || header_.crc();
   f.large_fpdu = policy_.large_fpdu;
+  // Echoed, never offered: a Request without the flag gets a Reply without it.
+  f.rfc7306 = policy_.rfc7306 && peer_frame_.rfc7306 && !peer_rdmac_;
   return f;
 }
 
@@ -467,6 +473,7 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
   result_.markers_tx = peer_rdmac_ || peer_frame_.markers; // RFC 5044 §7.1.1 (MPA-032)
   result_.markers_rx = f.markers;
   result_.large_fpdu = f.large_fpdu && peer_frame_.large_fpdu;
+  result_.rfc7306 = f.rfc7306;
   const std::vector<std::byte> wire = f.encode();
   out_.insert(out_.end(), wire.begin(), wire.end());
   local_frame_ = std::move(f);

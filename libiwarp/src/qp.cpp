@@ -55,6 +55,7 @@ QpConfig qp_config_from(const ConnParams& p, std::size_t mulpdu) {
   c.ird = p.ird;
   c.ord = p.ord;
   c.large_fpdu = p.large_fpdu;
+  c.rfc7306 = p.rfc7306;
   // The peer takes FPDUs of any size (siw's flag): send the largest RFC 5044 allows.
   c.mulpdu = p.large_fpdu ? kMaxUlpdu : std::clamp(mulpdu, kMinMulpdu, kMaxUlpdu);
   c.initiator = p.initiator;

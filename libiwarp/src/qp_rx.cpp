@@ -3,6 +3,7 @@
 // Receive: the UlpduSink behind FpduRx. Each segment's DDP/RDMAP header is
 // collected, validated (RFC 5041 §7.1, RFC 5040 §7.2) and only then is the
 // payload placed, straight into registered memory or the receive buffer.
+#include "atomic_exec.hpp"
 #include "iwarp/qp.hpp"
 
 #include <algorithm>
@@ -488,25 +489,7 @@ std::optional<TermCode> Qp::deliver_atomic_request() {
   if (r.error) // HX-090
     return reject(rdmap_protection_code(*r.error),
                   "Atomic Request: " + std::string(mem_error_name(*r.error)));
-  std::uint64_t orig;
-  std::memcpy(&orig, r.host, 8);
-  std::uint64_t v = orig;
-  if (a.aopcode == static_cast<std::uint8_t>(AtomicOp::FetchAdd)) {
-    // RFC 7306 §5.1: a mask bit marks the most significant bit of a field;
-    // carries out of it are discarded. Mask 0: one 64-bit add.
-    std::uint64_t res = 0, carry = 0;
-    for (int bit = 0; bit < 64; ++bit) {
-      std::uint64_t x = (orig >> bit) & 1, y = (a.add_swap >> bit) & 1;
-      std::uint64_t s = x ^ y ^ carry;
-      carry = (x & y) | (x & carry) | (y & carry);
-      res |= s << bit;
-      if ((a.add_swap_mask >> bit) & 1) carry = 0;
-    }
-    v = res;
-  } else if (((a.compare ^ orig) & a.compare_mask) == 0) {
-    v = (orig & ~a.add_swap_mask) | (a.add_swap & a.add_swap_mask);
-  }
-  std::memcpy(r.host, &v, 8);
+  const std::uint64_t orig = atomic_execute(a, r.host);
   InboundRead in;
   in.atomic = true;
   in.atomic_resp = {a.req_id, orig};

@@ -158,10 +158,10 @@ std::optional<MpaFrameHeader> MpaFrameHeader::decode(const std::byte* in) {
 std::vector<std::byte> MpaFrame::encode() const {
   MpaFrameHeader h;
   h.kind = kind;
-  h.flags =
-      static_cast<std::uint8_t>((markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
-                                (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) |
-                                (enhanced ? kMpaFlagS : 0) | (large_fpdu ? kMpaFlagLargeFpdu : 0));
+  h.flags = static_cast<std::uint8_t>(
+      (markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
+      (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) | (enhanced ? kMpaFlagS : 0) |
+      (large_fpdu ? kMpaFlagLargeFpdu : 0) | (rfc7306 ? kMpaFlagRfc7306 : 0));
   h.rev = rev;
   h.pd_length = static_cast<std::uint16_t>(pd_length());
   std::vector<std::byte> out(kMpaFrameHeaderLen + pd_length());

@@ -53,6 +53,9 @@ ibv_wc to_ibv_wc(const iwarp::Completion& c, std::uint32_t qp_num) {
   }
   if (c.immediate) {
     // RFC 7306 Immediate Data is 8 octets; verbs carries 4 (the low ones).
+    // Immediate Data arrives after an RDMA Write (RDMA_WRITE_WITH_IMM, the only way uiwarp
+    // sends it), so it completes as verbs' RECV_RDMA_WITH_IMM.
+    wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
     wc.wc_flags |= IBV_WC_WITH_IMM;
     wc.imm_data = htonl(static_cast<std::uint32_t>(*c.immediate));
   }

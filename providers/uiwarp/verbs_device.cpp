@@ -116,7 +116,9 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   o.max_qp_rd_atom = Limits::kMaxOrdIrd;
   o.max_qp_init_rd_atom = Limits::kMaxOrdIrd;
   o.max_res_rd_atom = Limits::kMaxOrdIrd * Limits::kMaxQp;
-  o.atomic_cap = IBV_ATOMIC_NONE; // RFC 7306 atomics are in libiwarp, not yet offered
+  // RFC 7306 atomics, on connections to uiwarp peers (a uiwarp extension): atomic toward every
+  // other Atomic on this device, whichever QP carries it (libiwarp/src/atomic_exec.cpp).
+  o.atomic_cap = IBV_ATOMIC_HCA;
   o.max_mw = 0;
   o.max_srq = Limits::kMaxSrq;
   o.max_srq_wr = Limits::kMaxSrqWr;

@@ -9,10 +9,21 @@
 
 #include "provider.hpp"
 
+#include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
 
 namespace uiwarp {
+
+namespace {
+bool is_atomic(iwarp::WrOpcode op) {
+  return op == iwarp::WrOpcode::AtomicFetchAdd || op == iwarp::WrOpcode::AtomicCompareSwap;
+}
+bool is_rfc7306(iwarp::WrOpcode op) {
+  return is_atomic(op) || op == iwarp::WrOpcode::RdmaWriteImmediate ||
+         op == iwarp::WrOpcode::ImmediateData;
+}
+} // namespace
 
 int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   out.wr_id = wr->wr_id;
@@ -27,13 +38,35 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
     break;
   case IBV_WR_RDMA_WRITE: out.opcode = iwarp::WrOpcode::RdmaWrite; break;
   case IBV_WR_RDMA_READ: out.opcode = iwarp::WrOpcode::RdmaRead; break;
+  // RFC 7306, between uiwarp peers (submit_send refuses them on other connections).
+  case IBV_WR_RDMA_WRITE_WITH_IMM:
+    out.opcode = iwarp::WrOpcode::RdmaWriteImmediate;
+    out.immediate = ntohl(wr->imm_data); // verbs' 4 octets, the low ones of RFC 7306's 8
+    break;
+  case IBV_WR_ATOMIC_FETCH_AND_ADD:
+    out.opcode = iwarp::WrOpcode::AtomicFetchAdd;
+    out.compare_add = wr->wr.atomic.compare_add;
+    break;
+  case IBV_WR_ATOMIC_CMP_AND_SWP:
+    out.opcode = iwarp::WrOpcode::AtomicCompareSwap;
+    out.compare_add = wr->wr.atomic.compare_add;
+    out.swap = wr->wr.atomic.swap;
+    break;
   default:
-    explain("only SEND, SEND_WITH_INV, RDMA_WRITE and RDMA_READ work requests are supported");
+    explain(wr->opcode == IBV_WR_SEND_WITH_IMM
+                ? "SEND_WITH_IMM: RFC 7306 has Immediate Data only after an RDMA Write "
+                  "(use RDMA_WRITE_WITH_IMM)"
+                : "unsupported work request opcode (SEND, SEND_WITH_INV, RDMA_WRITE, RDMA_READ, "
+                  "and between uiwarp peers RDMA_WRITE_WITH_IMM and the atomics)");
     return EINVAL;
   }
-  if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ) {
+  if (wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_READ ||
+      wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
     out.remote_stag = wr->wr.rdma.rkey;
     out.remote_addr = wr->wr.rdma.remote_addr;
+  } else if (is_atomic(out.opcode)) {
+    out.remote_stag = wr->wr.atomic.rkey;
+    out.remote_addr = wr->wr.atomic.remote_addr;
   }
   if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > qp->cap.max_send_sge)
     return EINVAL;
@@ -44,7 +77,7 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   out.inline_data.clear();
   out.is_inline = wr->send_flags & IBV_SEND_INLINE;
   if (out.is_inline) {
-    if (wr->opcode == IBV_WR_RDMA_READ) return EINVAL;
+    if (wr->opcode == IBV_WR_RDMA_READ || is_atomic(out.opcode)) return EINVAL;
     std::size_t total = 0;
     for (int i = 0; i < wr->num_sge; ++i)
       total += wr->sg_list[i].length;
@@ -76,6 +109,12 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
                                                   iwarp::completion_opcode(wr.opcode), 0, false);
     qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
     return 0;
+  }
+  if (is_rfc7306(wr.opcode) && !qp->engine->config().rfc7306) {
+    // The peer never agreed (not uiwarp, or rfc7306 = off): it would answer with a Terminate.
+    explain("RDMA Write with Immediate and atomics need a uiwarp peer that negotiated RFC 7306 "
+            "(uiwarpd's rfc7306 option); this connection did not");
+    return EINVAL;
   }
   switch (qp->engine->post_send(wr)) {
   case iwarp::PostError::None: return 0;
@@ -131,7 +170,7 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
   for (const iwarp::SendWr& w : qp->wr_batch) {
     if (err) break;
     if (w.sgl.size() > qp->cap.max_send_sge ||
-        (w.is_inline && w.opcode == iwarp::WrOpcode::RdmaRead))
+        (w.is_inline && (w.opcode == iwarp::WrOpcode::RdmaRead || is_atomic(w.opcode))))
       err = EINVAL;
   }
   for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i)
@@ -160,6 +199,29 @@ void wr_rdma_read(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr) noexcept {
   if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::RdmaRead)) {
     w->remote_stag = rkey;
     w->remote_addr = addr;
+  }
+}
+void wr_rdma_write_imm(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, __be32 imm) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::RdmaWriteImmediate)) {
+    w->remote_stag = rkey;
+    w->remote_addr = addr;
+    w->immediate = ntohl(imm);
+  }
+}
+void wr_atomic_fetch_add(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, uint64_t add) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::AtomicFetchAdd)) {
+    w->remote_stag = rkey;
+    w->remote_addr = addr;
+    w->compare_add = add;
+  }
+}
+void wr_atomic_cmp_swp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, uint64_t compare,
+                       uint64_t swap) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::AtomicCompareSwap)) {
+    w->remote_stag = rkey;
+    w->remote_addr = addr;
+    w->compare_add = compare;
+    w->swap = swap;
   }
 }
 void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) noexcept {
@@ -218,6 +280,9 @@ void set_wr_ops(Qp* qp) {
   x.wr_send_inv = wr_send_inv;
   x.wr_rdma_write = wr_rdma_write;
   x.wr_rdma_read = wr_rdma_read;
+  x.wr_rdma_write_imm = wr_rdma_write_imm;
+  x.wr_atomic_fetch_add = wr_atomic_fetch_add;
+  x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
   x.wr_set_sge = wr_set_sge;
   x.wr_set_sge_list = wr_set_sge_list;
   x.wr_set_inline_data = wr_set_inline_data;

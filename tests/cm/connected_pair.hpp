@@ -27,6 +27,8 @@ struct SideOptions {
   int send_depth = 256;
   int recv_depth = 256;
   std::size_t buf_size = 1 << 20;
+  int extra_access = 0;             // e.g. IBV_ACCESS_REMOTE_ATOMIC for the buffer
+  std::uint64_t send_ops_flags = 0; // non-zero: an extended QP (rdma_create_qp_ex) with them
 };
 
 inline rdma_cm_event_type expect_event(rdma_event_channel* ch, rdma_cm_event_type want,
@@ -68,16 +70,23 @@ struct Side {
     REQUIRE(scq != nullptr);
     buf.assign(opt.buf_size, 0);
     mr = ibv_reg_mr(pd, buf.data(), buf.size(),
-                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+                    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        opt.extra_access);
     REQUIRE(mr != nullptr);
-    ibv_qp_init_attr a{};
+    ibv_qp_init_attr_ex a{};
     a.send_cq = scq;
     a.recv_cq = rcq;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = static_cast<std::uint32_t>(opt.send_depth);
     a.cap.max_recv_wr = static_cast<std::uint32_t>(opt.recv_depth);
     a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    REQUIRE(rdma_create_qp(id, pd, &a) == 0);
+    a.comp_mask = IBV_QP_INIT_ATTR_PD;
+    a.pd = pd;
+    if (opt.send_ops_flags) {
+      a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+      a.send_ops_flags = opt.send_ops_flags;
+    }
+    REQUIRE(rdma_create_qp_ex(id, &a) == 0);
   }
   ~Side() {
     if (id && id->qp) rdma_destroy_qp(id);

@@ -59,7 +59,7 @@ class DeviceTest(unittest.TestCase):
             self.assertGreater(attr.max_qp, 0)
             self.assertGreater(attr.max_mr_size, 0)
             self.assertGreaterEqual(attr.max_qp_rd_atom, 1)
-            self.assertEqual(attr.atomic_caps, e.IBV_ATOMIC_NONE)
+            self.assertEqual(attr.atomic_caps, e.IBV_ATOMIC_HCA)  # RFC 7306 between uiwarp peers
             self.assertEqual(ctx.query_device_ex().phys_port_cnt_ex, 1)
             port = ctx.query_port(1)
             self.assertEqual(port.state, e.IBV_PORT_ACTIVE)

@@ -16,7 +16,8 @@
 source "$(dirname "$0")/lib.sh"
 need qperf qperf
 TESTS=${*:2}
-TESTS=${TESTS:-rc_lat rc_rdma_read_bw rc_rdma_read_lat}
+# rc_rdma_write_bw/_lat use RDMA Write with Immediate: RFC 7306, which uiwarp peers negotiate.
+TESTS=${TESTS:-rc_lat rc_rdma_read_bw rc_rdma_read_lat rc_rdma_write_bw rc_rdma_write_lat}
 if [[ $MODE == netns ]]; then
   two_hosts 10.231.22
   SRV=$IP_B SNS=(ip netns exec "$HOST_B") CNS=(ip netns exec "$HOST_A")

@@ -139,6 +139,8 @@ struct Harness {
     FUZZ_CHECK(r.markers_rx == (policy.markers || r.version == kVersionRdmac),
                "markers toward us differ from what we asked");
     if (r.large_fpdu) FUZZ_CHECK(policy.large_fpdu);
+    if (r.rfc7306)
+      FUZZ_CHECK(policy.rfc7306 && r.version == kVersionIetf, "RFC 7306 not offered, or RDMAC");
     FUZZ_CHECK(r.peer_private_data.size() <= policy.max_private_data,
                "peer private data larger than the local buffer");
     const std::uint16_t base_ird = accept_ird.value_or(policy.ird);

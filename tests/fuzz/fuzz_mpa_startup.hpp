@@ -5,7 +5,8 @@
 // whatever follows it).
 //
 //   octet 0  kPol0* flags: role, revision, enhanced, C, CRC always, M, permissive, P2P
-//   octet 1  kPol1* flags: RTR types, large FPDU, accept unenhanced Reply, small
+//   octet 1  kPol1* flags: RTR types, large FPDU (and RFC 7306: both private Res bits), accept
+//            unenhanced Reply, small
 //            private data buffer, unsupported local revision, reject
 //   octet 2  IRD (low nibble) and ORD (high nibble), indices into kIrdOrd
 //   octet 3  max IRD (low nibble) and max ORD (high nibble), indices into kIrdOrd
@@ -62,6 +63,7 @@ inline MpaPolicy make_policy(const std::uint8_t* h) {
   p.p2p = h[0] & kPol0P2p;
   p.rtr = {bool(h[1] & kPol1RtrSend), bool(h[1] & kPol1RtrWrite), bool(h[1] & kPol1RtrRead)};
   p.large_fpdu = h[1] & kPol1LargeFpdu;
+  p.rfc7306 = p.large_fpdu;
   p.accept_unenhanced_reply = h[1] & kPol1AcceptUnenhanced;
   p.max_private_data = (h[1] & kPol1SmallPd) ? 16 : kMaxPrivateData;
   p.ird = kIrdOrd[h[2] & 15];

@@ -4,6 +4,7 @@
 // not, in every combination of IOP Figs. 2-4 (RC-), and other cross-implementation scenarios
 // (OX-: initiator/initiator, responder/responder, siw's large-FPDU bit).
 #include "catch_compat.hpp"
+#include "iwarp/qp.hpp"
 #include "mpa_harness.hpp"
 
 using namespace mpat;
@@ -195,4 +196,44 @@ TEST_CASE("OX-10 siw's large-FPDU Res bit: used only when both set it, ignored o
   MpaStartup i = initiator_vs(rev1(), raw_reply(kC | kMpaFlagLargeFpdu, 1));
   require_established(i);
   CHECK_FALSE(i.result().large_fpdu);
+}
+
+TEST_CASE("OX-10 uiwarp's RFC 7306 Res bit: offered, echoed only to an offer, never to RDMAC",
+          "[mpa][rdmac][rfc7306]") {
+  MpaPolicy x;
+  x.rfc7306 = true;
+  Link both = run(x, x);
+  require_established(both.i);
+  CHECK(octet(both.request, 16) == (kC | kS | kMpaFlagRfc7306));
+  CHECK(octet(both.reply, 16) == (kC | kS | kMpaFlagRfc7306));
+  CHECK(both.i.result().rfc7306);
+  CHECK(both.r.result().rfc7306);
+  // A responder that is not uiwarp (or has it off) does not echo: neither end uses it.
+  Link off = run(x, MpaPolicy{});
+  require_established(off.i);
+  CHECK(octet(off.reply, 16) == (kC | kS));
+  CHECK_FALSE(off.i.result().rfc7306);
+  CHECK_FALSE(off.r.result().rfc7306);
+  // A responder that offers it to a Request without it does not set it: an echo, not an offer.
+  Link quiet = run(MpaPolicy{}, x);
+  require_established(quiet.i);
+  CHECK(octet(quiet.reply, 16) == (kC | kS));
+  CHECK_FALSE(quiet.i.result().rfc7306);
+  CHECK_FALSE(quiet.r.result().rfc7306);
+  // RFC 7306 needs RDMAP version 1: an RDMAC (rev 0) peer never gets it, whatever its bits.
+  MpaPolicy perm = x;
+  perm.permissive = true;
+  MpaStartup r = responder_vs(perm, raw_request(kM | kC | kMpaFlagRfc7306, 0));
+  REQUIRE(r.state() == MpaState::RequestReceived);
+  r.accept({});
+  Bytes reply = take(r);
+  require_established(r);
+  CHECK((octet(reply, 16) & kMpaFlagRfc7306) == 0);
+  CHECK_FALSE(r.result().rfc7306);
+  MpaStartup i = initiator_vs(perm, raw_reply(kM | kC | kMpaFlagRfc7306, 0));
+  require_established(i);
+  CHECK_FALSE(i.result().rfc7306);
+  // The negotiated flag reaches the QP's configuration.
+  CHECK(qp_config_from_mpa(both.i.result(), MpaRole::Initiator, 1448).rfc7306);
+  CHECK_FALSE(qp_config_from_mpa(off.i.result(), MpaRole::Initiator, 1448).rfc7306);
 }

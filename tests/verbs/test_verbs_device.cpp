@@ -67,7 +67,7 @@ TEST_CASE_METHOD(Fixture, "ibv_query_device: the limits uiwarp advertises", "[ve
   CHECK(a.max_cqe == kMaxCqe);
   CHECK(a.max_qp_rd_atom == kMaxOrdIrd);
   CHECK(a.max_qp_init_rd_atom == kMaxOrdIrd);
-  CHECK(a.atomic_cap == IBV_ATOMIC_NONE);
+  CHECK(a.atomic_cap == IBV_ATOMIC_HCA); // RFC 7306, between uiwarp peers
   CHECK(a.max_mw == 0);
   CHECK(a.max_srq == kMaxSrq);
   CHECK(a.max_srq_wr == kMaxSrqWr);

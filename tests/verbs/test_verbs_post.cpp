@@ -180,10 +180,11 @@ TEST_CASE_METHOD(Fixture, "ibv_post_send / ibv_post_recv in ERR complete at once
   CHECK(wcs[0].qp_num == q->qp_num);
   CHECK(drain(scq).empty());
 
-  // An unsupported opcode is refused even in ERR, and names the WR.
+  // An unsupported opcode is refused even in ERR, and names the WR (RFC 7306 has no Send
+  // with Immediate Data).
   ibv_send_wr bad_op{};
   bad_op.wr_id = 0x71;
-  bad_op.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+  bad_op.opcode = IBV_WR_SEND_WITH_IMM;
   bad_op.sg_list = &sge;
   bad_op.num_sge = 1;
   sbad = nullptr;

@@ -48,7 +48,8 @@ private:
          {std::uint64_t{p.version}, std::uint64_t{p.crc}, std::uint64_t{p.markers_tx},
           std::uint64_t{p.markers_rx}, std::uint64_t{p.ird}, std::uint64_t{p.ord},
           std::uint64_t{p.peer_ird}, std::uint64_t{p.peer_ord}, std::uint64_t{p.initiator},
-          std::uint64_t{p.p2p}, static_cast<std::uint64_t>(p.rtr), std::uint64_t{p.large_fpdu}})
+          std::uint64_t{p.p2p}, static_cast<std::uint64_t>(p.rtr), std::uint64_t{p.large_fpdu},
+          std::uint64_t{p.rfc7306}})
       uint(v, 2);
   }
   Bytes b_;
@@ -127,6 +128,7 @@ private:
     if (rtr > static_cast<std::uint64_t>(iwarp::RtrType::Read)) ok_ = false;
     p.rtr = static_cast<iwarp::RtrType>(rtr);
     p.large_fpdu = u() != 0;
+    p.rfc7306 = u() != 0;
   }
   const std::uint8_t* p_;
   std::size_t n_;

@@ -26,6 +26,7 @@ struct ConnParams {
   bool p2p = false;            // RFC 6581 peer-to-peer mode
   RtrType rtr = RtrType::Send; // p2p: the RTR the initiator sends first (RFC 6581 §9.2)
   bool large_fpdu = false;     // both ends set siw's flag: FPDUs may exceed the MSS
+  bool rfc7306 = false;        // both ends are uiwarp and agreed on RFC 7306 (an extension)
 };
 
 // The parameters `role`'s end of an exchange got.

@@ -47,7 +47,8 @@ struct MpaPolicy {
   std::uint16_t ord = 16;       // outbound RDMA Reads we want
   std::uint16_t max_ird = 128;  // what we could raise IRD to (IR-02, IR-03, HX-015)
   std::uint16_t max_ord = 128;
-  bool large_fpdu = false;                        // siw's private flag (kMpaFlagLargeFpdu)
+  bool large_fpdu = false; // siw's private flag (kMpaFlagLargeFpdu)
+  bool rfc7306 = false;    // offer RFC 7306 to uiwarp peers (kMpaFlagRfc7306, an extension)
   bool accept_unenhanced_reply = true;            // IM-11: rev1/S=0 Reply to an S=1 Request
   std::size_t max_private_data = kMaxPrivateData; // HX-008: local PD buffer
   // MPA-069: the whole exchange. 10 s, as Linux siw's initiator waits for the Reply
@@ -71,6 +72,7 @@ struct MpaResult {
   std::optional<std::uint16_t> peer_ird; // as received (EMPA-022), 0x3FFF kept
   std::optional<std::uint16_t> peer_ord;
   bool large_fpdu = false;                  // both ends set siw's flag
+  bool rfc7306 = false;                     // both ends set uiwarp's RFC 7306 flag (IETF only)
   std::vector<std::byte> peer_private_data; // ULP private data from the peer
 };
 

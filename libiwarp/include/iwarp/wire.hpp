@@ -157,6 +157,10 @@ inline constexpr std::uint8_t kMpaFlagS = 0x10; // Linux: MPA_ENHANCED_RDMA_CONN
 // Linux siw's private "I accept FPDUs larger than the MTU" bit (MPA_RR_FLAG_GSO_EXP,
 // 0x0800 of the 16-bit flags|rev word). A Res bit to RFC 5044, so others ignore it.
 inline constexpr std::uint8_t kMpaFlagLargeFpdu = 0x08;
+// uiwarp's private "I speak RFC 7306 (Immediate Data, Atomics)" bit: a Res bit as well, which
+// RFC 5044 §7.1.1 has receivers ignore. A responder echoes it only when it set it in reply to
+// a Request that had it, so a peer that is not uiwarp never sees an RFC 7306 opcode.
+inline constexpr std::uint8_t kMpaFlagRfc7306 = 0x04;
 
 // RFC 6581 §9: the 4 enhanced octets at the front of the private data when S=1.
 struct MpaEnhanced {
@@ -196,6 +200,7 @@ struct MpaFrame {
   bool crc = true;
   bool reject = false;
   bool large_fpdu = false; // siw's private flag, see kMpaFlagLargeFpdu
+  bool rfc7306 = false;    // uiwarp's private flag, see kMpaFlagRfc7306
   std::uint8_t rev = 2;
   std::optional<MpaEnhanced> enhanced; // S=1 iff present
   std::vector<std::byte> private_data; // ULP private data (after enhanced data)

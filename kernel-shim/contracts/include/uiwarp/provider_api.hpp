@@ -20,7 +20,7 @@
 namespace uiwarp {
 
 // Raised whenever anything below changes shape.
-inline constexpr std::uint32_t kProviderAbi = 3;
+inline constexpr std::uint32_t kProviderAbi = 4;
 
 enum class QpEvent : std::uint32_t {
   Disconnected = 1, // graceful close finished, or the peer closed
