@@ -124,6 +124,11 @@ bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std:
     *err = "cannot read " + file;
     return false;
   }
+  return parse_config(in, file, cfg, app, err);
+}
+
+bool parse_config(std::istream& in, const std::string& file, Config& cfg, const CLI::App& app,
+                  std::string* err) {
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
     line = line.substr(0, line.find('#'));
@@ -139,7 +144,9 @@ bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std:
       return false;
     }
     std::string key = trim(line.substr(0, eq)), value = trim(line.substr(eq + 1));
-    if (app.count("--" + key)) continue; // the command line wins
+    // The command line wins. get_option_no_throw: count() of a key that is no option (a typo
+    // in the file) throws CLI::OptionNotFound, which aborted uiwarpd; apply() names it instead.
+    if (const CLI::Option* o = app.get_option_no_throw("--" + key); o && o->count()) continue;
     if (!apply(cfg, key, value, err)) {
       *err = file + ":" + std::to_string(n) + ": " + *err;
       return false;

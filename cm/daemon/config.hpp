@@ -7,6 +7,7 @@
 #include "iwarp/mpa_startup.hpp"
 
 #include <CLI/CLI.hpp>
+#include <istream>
 #include <string>
 
 namespace uiwarp::daemon {
@@ -52,5 +53,10 @@ struct Config {
 void add_policy_options(CLI::App& app, Config& cfg);
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);
+// The same from a stream (`name` for messages, "name:line: ..."): `key = value` lines, '#'
+// comments, blank lines. Input from whoever can write the file: every malformed line is an
+// error that names it, never a crash (tests/fuzz/fuzz_config.cpp).
+bool parse_config(std::istream& in, const std::string& name, Config& cfg, const CLI::App& app,
+                  std::string* err);
 
 } // namespace uiwarp::daemon

@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarpd.conf (cm/daemon/config.cpp): every key sets the policy it names, and a malformed line
+// is refused with the file and line in the message, never an abort (fuzzed by fuzz_config).
+#include "catch_compat.hpp"
+#include "config.hpp"
+
+#include <sstream>
+
+using uiwarp::daemon::Config;
+
+namespace {
+bool parse(const std::string& text, Config& cfg, std::string* err,
+           std::vector<std::string> args = {}) {
+  CLI::App app;
+  uiwarp::daemon::add_policy_options(app, cfg);
+  std::vector<const char*> argv{"uiwarpd"};
+  for (const std::string& a : args)
+    argv.push_back(a.c_str());
+  app.parse(static_cast<int>(argv.size()), argv.data());
+  std::istringstream in(text);
+  return uiwarp::daemon::parse_config(in, "test.conf", cfg, app, err);
+}
+} // namespace
+
+TEST_CASE("uiwarpd.conf: each key sets its policy; the command line wins", "[config]") {
+  Config c;
+  std::string err;
+  REQUIRE(parse("# comment\n\nmpa-revision = 1\ncrc = off  # trailing\nrfc7306 = off\n"
+                "ird = 4\nord = 128\nrtr = read\nstartup-timeout-ms = 2500\n",
+                c, &err, {"--ird", "8"}));
+  CHECK(c.mpa.revision == 1);
+  CHECK_FALSE(c.mpa.crc);
+  CHECK_FALSE(c.mpa.rfc7306);
+  CHECK(c.mpa.ird == 8); // the flag, not the file
+  CHECK(c.mpa.ord == 128);
+  CHECK(c.mpa.rtr == iwarp::RtrSet{false, false, true});
+  CHECK(c.mpa.timeout == std::chrono::milliseconds(2500));
+  Config d;
+  CHECK(d.mpa.rfc7306); // on by default
+  CHECK(d.mpa.large_fpdu);
+}
+
+TEST_CASE("uiwarpd.conf: an unknown key, a bad value or a line without '=' is an error naming "
+          "the line, not an abort",
+          "[config]") {
+  Config c;
+  std::string err;
+  // An unknown key made CLI11's App::count() throw OptionNotFound, which aborted uiwarpd.
+  CHECK_FALSE(parse("crc = on\nbogus-key = 1\n", c, &err));
+  CHECK(err == "test.conf:2: unknown setting 'bogus-key'");
+  CHECK_FALSE(parse("ird = 99999999999999999999\n", c, &err));
+  CHECK(err == "test.conf:1: bad value '99999999999999999999' for ird");
+  CHECK_FALSE(parse("ird = 129\n", c, &err));
+  CHECK_FALSE(parse("rtr = \n", c, &err));
+  CHECK_FALSE(parse("\n\nno equals sign\n", c, &err));
+  CHECK(err == "test.conf:3: expected key = value");
+}
