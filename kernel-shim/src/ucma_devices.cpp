@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The rdma_cm's devices, read from the generated sysfs tree: see ucma_devices.hpp.
+#include "ucma_devices.hpp"
+
+#include "ucma_addr.hpp"
+#include "uiwarp/guid.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <endian.h>
+#include <filesystem>
+#include <fstream>
+
+namespace uiwarp::ucma {
+
+std::vector<Device> devices() {
+  std::vector<Device> out;
+  const char* sysfs = std::getenv("SYSFS_PATH");
+  if (!sysfs) return out;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator(std::string(sysfs) + "/class/infiniband", ec)) {
+    Device d;
+    d.name = e.path().filename();
+    std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid");
+    std::getline(nd, d.netdev);
+    std::string text;
+    std::getline(g, text);
+    auto guid = parse_guid(text);
+    if (d.netdev.empty() || !guid) continue;
+    d.guid_be = htobe64(*guid);
+    out.push_back(d);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const Device& l, const Device& r) { return l.name < r.name; });
+  return out;
+}
+
+std::optional<Device> device_for(const sockaddr_storage& ip) {
+  std::vector<Device> devs = devices();
+  if (devs.empty()) return std::nullopt;
+  if (is_wildcard(ip)) return devs.front();
+  std::string ifname = netdev_of(ip);
+  for (const Device& d : devs)
+    if (d.netdev == ifname) return d;
+  if (is_loopback(ip)) return devs.front();
+  return std::nullopt;
+}
+
+} // namespace uiwarp::ucma

@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Device discovery for the emulated rdma_cm: the uiwarp devices the generated sysfs tree
+// (SYSFS_PATH) lists, with the netdev and GUID of each, and the device an address belongs to
+// (the kernel's cma_acquire_dev_by_src_ip).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <sys/socket.h>
+#include <vector>
+
+namespace uiwarp::ucma {
+
+struct Device {
+  std::string name, netdev;
+  std::uint64_t guid_be = 0; // as ibv_get_device_guid() returns it
+};
+
+// The devices of the sysfs tree, by name; none when SYSFS_PATH is unset.
+std::vector<Device> devices();
+
+// The uiwarp device of the netdev that owns `ip`; the first device for a wildcard, and for a
+// loopback address whose interface has none (the kernel's rdma_cm binds 127.0.0.1 to any
+// RDMA device: siw on eth0 serves rping -a 127.0.0.1 with nothing on lo).
+std::optional<Device> device_for(const sockaddr_storage& ip);
+
+} // namespace uiwarp::ucma
