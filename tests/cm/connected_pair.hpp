@@ -111,20 +111,25 @@ struct Side {
     ibv_recv_wr* bad = nullptr;
     return ibv_post_recv(qp(), &wr, &bad);
   }
-  // A signaled Send, RDMA Write or RDMA Read of `len` octets at `off` (remote: raddr/rkey).
-  int post(ibv_wr_opcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
-           std::uint64_t raddr = 0, std::uint32_t rkey = 0) {
+  // Posts `wr` (its opcode and remote fields set by the caller) signaled, with `wr_id` and one
+  // SGE of `len` octets at `off` of the buffer.
+  int post_wr(ibv_send_wr wr, std::uint64_t wr_id, std::size_t off, std::uint32_t len) {
     ibv_sge s{reinterpret_cast<std::uintptr_t>(at(off)), len, mr->lkey};
-    ibv_send_wr wr{};
     wr.wr_id = wr_id;
     wr.sg_list = &s;
     wr.num_sge = 1;
-    wr.opcode = op;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
     ibv_send_wr* bad = nullptr;
     return ibv_post_send(qp(), &wr, &bad);
+  }
+  // A signaled Send, RDMA Write or RDMA Read of `len` octets at `off` (remote: raddr/rkey).
+  int post(ibv_wr_opcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
+           std::uint64_t raddr = 0, std::uint32_t rkey = 0) {
+    ibv_send_wr wr{};
+    wr.opcode = op;
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
+    return post_wr(wr, wr_id, off, len);
   }
 };
 

@@ -37,35 +37,23 @@ std::uint64_t u64_at(Side& s, std::size_t off) {
 int post_atomic(Side& from, ibv_wr_opcode op, std::uint64_t wr_id, std::size_t res_off,
                 std::uint64_t raddr, std::uint32_t rkey, std::uint64_t compare_add,
                 std::uint64_t swap = 0) {
-  ibv_sge s{reinterpret_cast<std::uintptr_t>(from.at(res_off)), 8, from.mr->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
   wr.opcode = op;
-  wr.send_flags = IBV_SEND_SIGNALED;
   wr.wr.atomic.remote_addr = raddr;
   wr.wr.atomic.rkey = rkey;
   wr.wr.atomic.compare_add = compare_add;
   wr.wr.atomic.swap = swap;
-  ibv_send_wr* bad = nullptr;
-  return ibv_post_send(from.qp(), &wr, &bad);
+  return from.post_wr(wr, wr_id, res_off, 8);
 }
 
 int post_write_imm(Side& from, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
                    std::uint64_t raddr, std::uint32_t rkey, std::uint32_t imm) {
-  ibv_sge s{reinterpret_cast<std::uintptr_t>(from.at(off)), len, from.mr->lkey};
   ibv_send_wr wr{};
-  wr.wr_id = wr_id;
-  wr.sg_list = &s;
-  wr.num_sge = 1;
   wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-  wr.send_flags = IBV_SEND_SIGNALED;
   wr.imm_data = htonl(imm);
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
-  ibv_send_wr* bad = nullptr;
-  return ibv_post_send(from.qp(), &wr, &bad);
+  return from.post_wr(wr, wr_id, off, len);
 }
 
 std::uint64_t remote(Side& s, std::size_t off) {
