@@ -35,6 +35,24 @@ void refresh(const std::string& dir) {
     std::fprintf(stderr, "uiwarp: warning: sysfs tree not refreshed: %s\n", err.c_str());
 }
 
+// Changes links.conf under the state lock (`change` says why it refuses, or ""), then refreshes
+// the sysfs tree.
+template <class Change> int edit_links(const Change& change) {
+  std::string err;
+  const std::string dir = state_dir(&err);
+  if (dir.empty()) return error(err);
+  {
+    StateLock lock(dir);
+    if (!lock.ok()) return error(lock.error());
+    std::vector<Link> links;
+    if (!read_links(dir, &links, &err)) return error(err);
+    if (std::string why = change(links); !why.empty()) return error(why);
+    if (!write_links(dir, links, &err)) return error(err);
+  }
+  refresh(dir);
+  return 0;
+}
+
 int link_add(const std::string& name, const std::vector<std::string>& args) {
   std::string err, netdev;
   if (!valid_link_name(name, &err)) return error(err);
@@ -51,39 +69,22 @@ int link_add(const std::string& name, const std::vector<std::string>& args) {
   if (netdev.empty()) return error("netdev DEV is required");
   if (!query_netdev(netdev, &err)) return error(err);
 
-  const std::string dir = state_dir(&err);
-  if (dir.empty()) return error(err);
-  {
-    StateLock lock(dir);
-    if (!lock.ok()) return error(lock.error());
-    std::vector<Link> links;
-    if (!read_links(dir, &links, &err)) return error(err);
+  return edit_links([&](std::vector<Link>& links) -> std::string {
     for (const Link& l : links) {
-      if (l.name == name) return error("link " + name + " already exists");
-      if (l.netdev == netdev) return error("netdev " + netdev + " already has link " + l.name);
+      if (l.name == name) return "link " + name + " already exists";
+      if (l.netdev == netdev) return "netdev " + netdev + " already has link " + l.name;
     }
     links.push_back(Link{name, netdev});
-    if (!write_links(dir, links, &err)) return error(err);
-  }
-  refresh(dir);
-  return 0;
+    return "";
+  });
 }
 
 int link_del(const std::string& name) {
-  std::string err;
-  const std::string dir = state_dir(&err);
-  if (dir.empty()) return error(err);
-  {
-    StateLock lock(dir);
-    if (!lock.ok()) return error(lock.error());
-    std::vector<Link> links;
-    if (!read_links(dir, &links, &err)) return error(err);
+  return edit_links([&](std::vector<Link>& links) -> std::string {
     if (std::erase_if(links, [&](const Link& l) { return l.name == name; }) == 0)
-      return error("no link " + name);
-    if (!write_links(dir, links, &err)) return error(err);
-  }
-  refresh(dir);
-  return 0;
+      return "no link " + name;
+    return "";
+  });
 }
 
 int link_show(const std::string& only) {
