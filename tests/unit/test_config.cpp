@@ -23,7 +23,7 @@ bool parse(const std::string& text, Config& cfg, std::string* err,
 }
 } // namespace
 
-TEST_CASE("uiwarpd.conf: each key sets its policy; the command line wins", "[config]") {
+TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "[config]") {
   Config c;
   std::string err;
   REQUIRE(parse("# comment\n\nmpa-revision = 1\ncrc = off  # trailing\nrfc7306 = off\n"

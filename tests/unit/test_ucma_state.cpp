@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// The rdma_cm's id/channel/event rules (kernel-shim/src/ucma_state.hpp) without a process, a
+// The rdma_cm's id/channel/event rules (kernel-shim/shim/ucma_state.hpp) without a process, a
 // daemon or a socket: the order events come out of a channel, what GET_EVENT does with an
 // empty, closed or reused channel, what DESTROY_ID and MIGRATE_ID report and move (librdmacm
 // waits for events_completed >= events_reported, rdma-core-integration.md §4), and the port
