@@ -146,10 +146,7 @@ Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
 }
 
 PostError Qp::post_send(const SendWr& wr) {
-  const bool ext =
-      wr.opcode == WrOpcode::ImmediateData || wr.opcode == WrOpcode::RdmaWriteImmediate ||
-      wr.opcode == WrOpcode::AtomicFetchAdd || wr.opcode == WrOpcode::AtomicCompareSwap;
-  if (ext && !cfg_.rfc7306) return PostError::InvalidArgument;
+  if (is_rfc7306(wr.opcode) && !cfg_.rfc7306) return PostError::InvalidArgument;
   // With ORD 0 (RFC 6581 may negotiate it) a Read or Atomic could never be sent.
   const bool outbound_req = wr.opcode == WrOpcode::RdmaRead ||
                             wr.opcode == WrOpcode::AtomicFetchAdd ||

@@ -19,10 +19,6 @@ namespace {
 bool is_atomic(iwarp::WrOpcode op) {
   return op == iwarp::WrOpcode::AtomicFetchAdd || op == iwarp::WrOpcode::AtomicCompareSwap;
 }
-bool is_rfc7306(iwarp::WrOpcode op) {
-  return is_atomic(op) || op == iwarp::WrOpcode::RdmaWriteImmediate ||
-         op == iwarp::WrOpcode::ImmediateData;
-}
 } // namespace
 
 int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
@@ -110,7 +106,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
     qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
     return 0;
   }
-  if (is_rfc7306(wr.opcode) && !qp->engine->config().rfc7306) {
+  if (iwarp::is_rfc7306(wr.opcode) && !qp->engine->config().rfc7306) {
     // The peer never agreed (not uiwarp, or rfc7306 = off): it would answer with a Terminate.
     explain("RDMA Write with Immediate and atomics need a uiwarp peer that negotiated RFC 7306 "
             "(uiwarpd's rfc7306 option); this connection did not");

@@ -55,6 +55,12 @@ enum class WrOpcode : std::uint8_t {
   AtomicCompareSwap,
 };
 
+// The RFC 7306 work requests: only on a connection that negotiated it (QpConfig::rfc7306).
+constexpr bool is_rfc7306(WrOpcode op) {
+  return op == WrOpcode::RdmaWriteImmediate || op == WrOpcode::ImmediateData ||
+         op == WrOpcode::AtomicFetchAdd || op == WrOpcode::AtomicCompareSwap;
+}
+
 struct SendWr {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::Send;
