@@ -6,12 +6,12 @@
 // Writes into memory a program spins on.
 //
 // A busy poller never needs it: polling a CQ drives the sockets of its QPs in the caller's
-// thread (Cq::drive). A QP whose polls keep coming back empty in a tight loop is parked:
-// the progress thread stops watching its socket, so the two do not wake and contend for
-// every message. It is unparked as soon as a poll hands out a completion (the program may
-// now do something else, such as spin on memory an RDMA Write fills), by a timer when the
-// polls stop (kIdleNs), when one of its CQs is armed for an event, or at once when its
-// socket reports an error.
+// thread (Cq::drive), and answers the Read Requests of QPs whose CQs nobody polls (Cq::adopt). A QP
+// whose polls keep coming back empty in a tight loop is parked: the progress thread stops watching
+// its socket, so the two do not wake and contend for every message. It is unparked as soon as a
+// poll hands out a completion (the program may now do something else, such as spin on memory an
+// RDMA Write fills), by a timer when the polls stop (kIdleNs), when one of its CQs is armed for an
+// event, or at once when its socket reports an error.
 //
 // A QP is reached through the pointer epoll hands back, with a reference held while epoll
 // or the timer list has it; references are dropped between batches of events, never while
@@ -155,8 +155,16 @@ void Progress::polled(Qp* qp, std::int64_t now, bool empty) {
 void Progress::add_timer(Qp* qp) {
   qp->timed = true;
   qp->ref();
-  std::lock_guard lock(timers_mu_);
-  timers_.push_back(qp);
+  bool first;
+  {
+    std::lock_guard lock(timers_mu_);
+    first = timers_.empty();
+    timers_.push_back(qp);
+  }
+  // The thread may be in an epoll_wait without a timeout, chosen while the list was empty: a
+  // QP parked by a poller then had no event (its socket unwatched) and no tick to take it
+  // back, and its peer's Reads went unanswered once the polls stopped.
+  if (first) kick();
 }
 
 void Progress::run() {

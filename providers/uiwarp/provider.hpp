@@ -60,7 +60,7 @@ class Progress;
 
 // Locks, in the order they are taken (never an earlier one while holding a later one):
 //
-//   Cq::qps_mu (shared: pollers; exclusive: QP create/destroy)
+//   Cq::qps_mu, or else Context::qps_mu (shared: pollers; exclusive: QP create/destroy)
 //     -> Qp::mu (the send queue, receive queue, engine and socket of one QP)
 //       -> Srq::qps_mu, and the SharedRecvQueue's and MemoryTable's own locks (libiwarp)
 //         -> Cq::mu (the completion ring)
@@ -79,6 +79,9 @@ struct Context {
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
   int (*comp_channel_wfd)(int) = nullptr; // from libuiwarp-shim.so
   std::unique_ptr<Progress> progress;     // started by the first connected QP
+  // Every QP, for polls that adopt QPs whose own CQs nobody polls (Cq::drive).
+  std::shared_mutex qps_mu;
+  std::vector<Qp*> all_qps;
   ~Context();
 
   static Context* of(ibv_context* c) {
@@ -127,6 +130,7 @@ struct Cq {
   std::shared_mutex qps_mu;
   std::vector<Qp*> qps;
   std::atomic<int> parked{0};
+  std::atomic<std::int64_t> polled_ns{0}; // the last poll that found the ring empty
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
@@ -134,8 +138,11 @@ struct Cq {
   // Adds completions; signals the channel if armed (and solicited, when asked).
   void push(const ibv_wc& wc, bool solicited);
   // Progress in the caller's thread: moves the bytes of this CQ's QPs that no other thread
-  // is driving right now, and so their completions into the ring.
+  // is driving right now, and so their completions into the ring; then answers the Read
+  // Requests of the context's QPs whose own CQs nobody polls (adopt).
   void drive();
+  void drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty);
+  void adopt(std::int64_t now, Progress* p, std::size_t mine);
   // A poll hands out completions: parked QPs go back to the progress thread.
   void unpark();
 };
@@ -193,6 +200,9 @@ struct Qp {
   // polls leave a quiet socket alone.
   std::int64_t rx_data_ns = 0;
   std::atomic<std::int64_t> rx_quiet_until{0}; // read without the lock by Cq::drive
+  // The last drive that found RDMA Read Requests to answer: a responder any poller of the
+  // context may drive (Cq::adopt).
+  std::atomic<std::int64_t> reads_ns{0};
 
   // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
   // parks the QP (the progress thread stops watching its socket); the progress thread

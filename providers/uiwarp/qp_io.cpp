@@ -72,6 +72,7 @@ void Qp::drive(Driver who) {
     rx_quiet_until.store(0, std::memory_order_relaxed);
     break;
   }
+  if (engine->inbound_reads_queued()) reads_ns.store(mono_ns(), std::memory_order_relaxed);
   // A full socket is tried again by the progress thread on EPOLLOUT; only without one do
   // pollers try it (a failing system call per poll).
   const bool progress_thread = who == Driver::Progress || who == Driver::Writable;

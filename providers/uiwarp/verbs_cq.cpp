@@ -15,6 +15,11 @@ namespace uiwarp {
 
 namespace {
 
+// Cq::adopt: a QP one of whose CQs was polled this recently is driven by that poller; one
+// that answered Read Requests this recently is a responder.
+constexpr std::int64_t kOwnPollNs = 1'000'000;
+constexpr std::int64_t kResponderNs = 10'000'000;
+
 constexpr std::uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
     IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
@@ -259,32 +264,68 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   return 0;
 }
 
+// Drives one QP for a poll at `now`, unless its socket was found quiet a moment ago or
+// another thread holds it; `empty` says the poll found nothing for the program.
+void Cq::drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty) {
+  // A quiet socket tried a moment ago (Driver::Poll) is left alone without taking the
+  // lock: a poller that took it on every poll would starve the progress thread of it.
+  if (now < qp->rx_quiet_until.load(std::memory_order_relaxed)) {
+    qp->polled_ns.store(now, std::memory_order_relaxed);
+    return;
+  }
+  if (!qp->mu.try_lock()) return; // another thread is moving its bytes right now
+  if (qp->connected()) {
+    qp->drive(Driver::Poll);
+    if (p) p->polled(qp, now, empty);
+  }
+  qp->mu.unlock();
+}
+
 void Cq::drive() {
   // An armed CQ has a thread about to sleep on its channel (it arms, then polls until empty,
   // then waits): the progress thread serves its QPs, and a poll that drove them too would
   // only contend with it for each message (rping ran at half speed).
   if (armed.load(std::memory_order_relaxed)) return;
-  std::shared_lock lock(qps_mu);
-  if (qps.empty()) return;
   const std::int64_t now = mono_ns();
+  polled_ns.store(now, std::memory_order_relaxed);
   Progress* p = ctx()->progress.get();
-  for (Qp* qp : qps) {
-    // A quiet socket tried a moment ago (Driver::Poll) is left alone without taking the
-    // lock: a poller that took it on every poll would starve the progress thread of it.
-    if (now < qp->rx_quiet_until.load(std::memory_order_relaxed)) {
-      qp->polled_ns.store(now, std::memory_order_relaxed);
+  std::size_t mine = 0;
+  {
+    std::shared_lock lock(qps_mu);
+    mine = qps.size();
+    for (Qp* qp : qps)
+      drive_one(qp, now, p, count.load(std::memory_order_relaxed) == 0);
+  }
+  adopt(now, p, mine);
+}
+
+// An RDMA Read responder whose CQs nobody polls (its program spins on another CQ, as
+// perftest's server does on its control connection) would wait for the progress thread to
+// be woken and scheduled for every batch of Read Requests, next to a poller spinning on the
+// same CPUs, while the peer waits a round trip for each Read. A poller of the same context
+// answers them instead. Plain placement (a Write target) stays with the progress thread: a
+// Write's initiator waits for nothing, and reading a streaming socket on every poll, in
+// small pieces, cost 4 KiB ib_write_bw a quarter of its rate.
+void Cq::adopt(std::int64_t now, Progress* p, std::size_t mine) {
+  Context* c = ctx();
+  std::shared_lock lock(c->qps_mu);
+  if (c->all_qps.size() <= mine) return; // every QP is this CQ's
+  for (Qp* qp : c->all_qps) {
+    if (now - qp->reads_ns.load(std::memory_order_relaxed) > kResponderNs) continue;
+    Cq* s = qp->send_cq();
+    Cq* r = qp->recv_cq();
+    if (s == this || r == this || s->armed.load(std::memory_order_relaxed) ||
+        r->armed.load(std::memory_order_relaxed))
+      continue; // its own poller drives it, or the progress thread serves a sleeper
+    if (now - s->polled_ns.load(std::memory_order_relaxed) < kOwnPollNs ||
+        now - r->polled_ns.load(std::memory_order_relaxed) < kOwnPollNs)
       continue;
-    }
-    if (!qp->mu.try_lock()) continue; // another thread is moving its bytes right now
-    if (qp->connected()) {
-      qp->drive(Driver::Poll);
-      if (p) p->polled(qp, now, count.load(std::memory_order_relaxed) == 0);
-    }
-    qp->mu.unlock();
+    drive_one(qp, now, p, true);
   }
 }
 
 void Cq::unpark() {
+  polled_ns.store(mono_ns(), std::memory_order_relaxed); // its poller is busy: no adoption
   if (parked.load(std::memory_order_relaxed) == 0) return;
   Progress* p = ctx()->progress.get();
   if (!p) return;

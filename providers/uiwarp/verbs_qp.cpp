@@ -78,6 +78,8 @@ void join_cqs(Qp* qp) {
     std::lock_guard lock(qp->srq->qps_mu);
     qp->srq->qps.push_back(qp);
   }
+  std::unique_lock lock(qp->ctx()->qps_mu);
+  qp->ctx()->all_qps.push_back(qp);
 }
 void leave_cqs(Qp* qp) {
   for (Cq* cq : {qp->send_cq(), qp->recv_cq()}) {
@@ -88,6 +90,8 @@ void leave_cqs(Qp* qp) {
     std::lock_guard lock(qp->srq->qps_mu);
     std::erase(qp->srq->qps, qp);
   }
+  std::unique_lock lock(qp->ctx()->qps_mu); // waits for pollers that may have adopted it
+  std::erase(qp->ctx()->all_qps, qp);
 }
 
 Qp* new_qp(ibv_context* ibctx, const ibv_qp_init_attr_ex* a) {

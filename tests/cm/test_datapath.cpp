@@ -197,6 +197,96 @@ TEST_CASE("one thread posts Sends while another polls the send CQ", "[datapath]"
   CHECK(recv_done.load() == kN);
 }
 
+TEST_CASE("polls that stop after parking a QP: a Write into memory the program spins on lands",
+          "[datapath]") {
+  // Empty polls in a tight loop park the QP (the progress thread stops watching its socket);
+  // when they stop, the progress thread's timer takes it back. The thread must not be asleep
+  // without a timeout at that moment (it was, on an idle context, before the fix).
+  ConnectedPair p;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20)); // both progress threads idle
+  ibv_wc wc;
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+  while (std::chrono::steady_clock::now() < spin_until)
+    REQUIRE(ibv_poll_cq(p.server.rcq, 1, &wc) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::size_t off = 4096;
+  volatile char* flag = p.server.at(off);
+  *flag = 0;
+  std::memset(p.client.at(0), 0x5a, 64);
+  REQUIRE(p.client.post(IBV_WR_RDMA_WRITE, 1, 0, 64,
+                        reinterpret_cast<std::uintptr_t>(p.server.at(off)),
+                        p.server.mr->rkey) == 0);
+  REQUIRE(poll_n(p.client.scq, 1).size() == 1);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (*flag != 0x5a && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  CHECK(*flag == 0x5a);
+}
+
+TEST_CASE("a Read responder whose CQs nobody polls: a poll of another CQ answers, and the QP "
+          "goes while one spins",
+          "[datapath]") {
+  // perftest's servers spin on their control connection's CQ while the data QP answers Reads
+  // (Cq::adopt). Here a thread spins on a CQ with no QP while the client reads, then the
+  // responder's QP is destroyed under the spinning poll with Reads still in flight.
+  constexpr std::size_t kReads = 3000, kWindow = 16, kLen = 4096;
+  ConnectedPair p;
+  const std::size_t base = 512 << 10;
+  for (std::size_t i = 0; i < 256 << 10; ++i)
+    p.server.buf[base + i] = static_cast<char>(i * 13 + 5);
+  ibv_cq* spare = ibv_create_cq(p.server.id->verbs, 4, nullptr, nullptr, 0);
+  REQUIRE(spare != nullptr);
+  std::atomic<bool> stop{false}, spare_got{false};
+  std::thread spinner([&] {
+    ibv_wc wc;
+    while (!stop.load())
+      if (ibv_poll_cq(spare, 1, &wc) != 0) spare_got = true;
+  });
+  const auto raddr = reinterpret_cast<std::uintptr_t>(p.server.at(base));
+  auto slot = [](std::size_t i) { return (i % kWindow) * kLen; };
+  auto src = [](std::size_t i) { return ((i * 7) % 64) * kLen; };
+  std::size_t posted = 0, done = 0;
+  ibv_wc wc[32];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (done < kReads && std::chrono::steady_clock::now() < until) {
+    while (posted < kReads && posted - done < kWindow) {
+      REQUIRE(p.client.post(IBV_WR_RDMA_READ, posted, slot(posted), kLen, raddr + src(posted),
+                            p.server.mr->rkey) == 0);
+      ++posted;
+    }
+    int k = ibv_poll_cq(p.client.scq, 32, wc);
+    REQUIRE(k >= 0);
+    for (int i = 0; i < k; ++i) {
+      REQUIRE(wc[i].status == IBV_WC_SUCCESS);
+      REQUIRE(wc[i].wr_id == done); // Reads complete in order (RFC 5040 §7.3)
+      REQUIRE(std::memcmp(p.client.at(slot(done)), p.server.at(base + src(done)), kLen) == 0);
+      ++done;
+    }
+  }
+  REQUIRE(done == kReads);
+  // Reads in flight while the responder's QP goes: each completes, read or flushed.
+  for (std::size_t i = 0; i < kWindow; ++i)
+    REQUIRE(p.client.post(IBV_WR_RDMA_READ, i, slot(i), kLen, raddr + src(i), p.server.mr->rkey) ==
+            0);
+  rdma_destroy_qp(p.server.id);
+  std::size_t last = 0;
+  const auto until2 = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (last < kWindow && std::chrono::steady_clock::now() < until2) {
+    int k = ibv_poll_cq(p.client.scq, 32, wc);
+    REQUIRE(k >= 0);
+    for (int i = 0; i < k; ++i) {
+      INFO("wr_id " << wc[i].wr_id << ": " << ibv_wc_status_str(wc[i].status));
+      CHECK((wc[i].status == IBV_WC_SUCCESS || wc[i].status == IBV_WC_WR_FLUSH_ERR));
+    }
+    last += static_cast<std::size_t>(k);
+  }
+  CHECK(last == kWindow);
+  stop = true;
+  spinner.join();
+  CHECK_FALSE(spare_got.load());
+  CHECK(ibv_destroy_cq(spare) == 0);
+}
+
 namespace {
 
 // The peer of the ORD case: accept, print "ADDR RKEY", then wait to be killed.
