@@ -75,6 +75,13 @@ const std::map<std::string, Setter>& setters() {
          c.first_fpdu_delay = std::chrono::milliseconds(n);
          return true;
        }},
+      {"idle-exit-s",
+       [](Config& c, const std::string& v) {
+         long n = std::stol(v);
+         if (n < 0 || n > 86400) return false;
+         c.idle_exit = std::chrono::seconds(n);
+         return true;
+       }},
       {"startup-timeout-ms",
        [](Config& c, const std::string& v) {
          long n = std::stol(v);

@@ -46,10 +46,15 @@ struct Config {
   // hooks its receive path; FPDUs arriving in between are not read until more data comes, and
   // the connection stalls). RFC 5044 §7.1.2 and RFC 6581 §9.2 allow sending at once.
   std::chrono::milliseconds first_fpdu_delay{0};
+  // A per-user uiwarpd (not the socket-activated one) exits after this long without a client
+  // (a program using the RDMA CM, `uiwarp status`) and without a TCP socket in its care, so a CI
+  // job or a container leaves nothing running and a network namespace is not kept alive by it.
+  // Programs' shims start it again when they need it. 0: never.
+  std::chrono::seconds idle_exit{60};
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
-// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms.
+// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms, --idle-exit-s.
 void add_policy_options(CLI::App& app, Config& cfg);
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);

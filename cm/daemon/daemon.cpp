@@ -92,7 +92,8 @@ int Daemon::run() {
   epoll_event evs[64];
   while (!stop_) {
     int timeout = -1;
-    if (auto next = sessions_.deadline(); next != Clock::time_point::max()) {
+    if (auto next = std::min(sessions_.deadline(), idle_deadline());
+        next != Clock::time_point::max()) {
       auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
       timeout = static_cast<int>(std::clamp<long long>(ms, 0, 60000));
     }
@@ -112,8 +113,23 @@ int Daemon::run() {
       sessions_.on_timer(now);
       run_actions();
     }
+    if (clients_.size() || !socks_.empty()) {
+      idle_since_ = Clock::time_point::max();
+    } else if (idle_since_ == Clock::time_point::max()) {
+      idle_since_ = Clock::now();
+    } else if (idle_deadline() <= Clock::now()) {
+      log("idle for " + std::to_string(cfg_.idle_exit.count()) +
+          " s (no client, no connection): exiting; programs start it again when they need it");
+      return 0;
+    }
   }
   return 0;
+}
+
+Clock::time_point Daemon::idle_deadline() const {
+  if (cfg_.idle_exit.count() == 0 || idle_since_ == Clock::time_point::max())
+    return Clock::time_point::max();
+  return idle_since_ + cfg_.idle_exit;
 }
 
 // ---- clients ----

@@ -52,6 +52,8 @@ private:
   void run_actions();
 
   void net_changed();
+  // When run() may return for idleness (Clock::time_point::max(): not now).
+  Clock::time_point idle_deadline() const;
 
   Config cfg_;
   Fd unix_;
@@ -63,6 +65,7 @@ private:
   LinkMonitor net_;
   volatile std::sig_atomic_t stop_ = 0;
   Clock::time_point started_ = Clock::now();
+  Clock::time_point idle_since_ = started_; // since when nothing is in the daemon's care
   std::uint64_t link_events_ = 0;
   std::deque<std::string> recent_;                       // the last link and address changes
   std::map<SockId, std::pair<Fd, std::uint32_t>> socks_; // owned TCP sockets, epoll events

@@ -10,6 +10,7 @@
 #include "config.hpp"
 #include "daemon.hpp"
 #include "systemd_activation.hpp"
+#include "uiwarp/daemon_start.hpp"
 #include "uiwarp/fd.hpp"
 #include "uiwarp/state.hpp"
 
@@ -40,6 +41,7 @@ void on_signal(int) {
 // Runs the daemon on listening socket `s`; unlinks `socket_path` (ours, not systemd's) at exit.
 int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
   ::signal(SIGPIPE, SIG_IGN);
+  if (system) cfg.idle_exit = std::chrono::seconds(0); // systemd's socket stays; so may it
   Daemon d(std::move(cfg), std::move(s), system ? "the system socket" : socket_path, system);
   g_daemon = &d;
   struct sigaction sa {};
@@ -65,11 +67,19 @@ int serve_own_socket(Config cfg, std::string socket_path, bool daemonize) {
     }
     socket_path = dir + "/uiwarpd.sock";
   }
-  // One daemon per socket: a second one exits at once.
+  // One daemon per socket: a second one exits at once. One whose socket is already gone is
+  // exiting (its idle exit): the lock is free a moment later.
   Fd lock(::open((socket_path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!lock || ::flock(lock.get(), LOCK_EX | LOCK_NB)) {
-    log("another uiwarpd serves " + socket_path);
-    return 0;
+  for (int i = 0; lock && ::flock(lock.get(), LOCK_EX | LOCK_NB); ++i) {
+    if (i == 200 || uiwarp::daemon_alive(socket_path)) {
+      log("another uiwarpd serves " + socket_path);
+      return 0;
+    }
+    ::usleep(10000);
+  }
+  if (!lock) {
+    log("cannot open " + socket_path + ".lock: " + std::strerror(errno));
+    return 1;
   }
   sockaddr_un sun{};
   sun.sun_family = AF_UNIX;

@@ -3,6 +3,7 @@
 // The rdma_cm's link to uiwarpd: see ucma_daemon.hpp.
 #include "ucma_daemon.hpp"
 
+#include "uiwarp/daemon_start.hpp"
 #include "uiwarp/log.hpp"
 
 #include <cerrno>
@@ -24,6 +25,17 @@ bool DaemonLink::connect(std::string* err) {
     return false;
   }
   int s = proto::connect_daemon(env, proto::Role::Shim, err);
+  // A per-user uiwarpd exits when idle (uiwarpd.conf idle-exit-s), also between uiwarp-run's
+  // start of it and this program's first RDMA CM call: start it again, as uiwarp-run did.
+  if (const char* start = std::getenv(kRestartEnv); s < 0 && start && *start) {
+    std::string why;
+    if (ensure_daemon(start, env, &why)) {
+      err->clear();
+      s = proto::connect_daemon(env, proto::Role::Shim, err);
+    } else {
+      *err += "; " + why;
+    }
+  }
   if (s < 0) {
     *err += "; run the program with uiwarp-run, which starts it";
     return false;
