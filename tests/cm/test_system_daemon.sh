@@ -85,6 +85,42 @@ crc=$(rping_exit $? "$T/restarted.client")
 expect_eq "... and a new client connects: exit 0, 10 pings" "0 10" \
   "$crc $(grep -c '^ping data' "$T/restarted.client")"
 check "... still with no per-user daemon" test ! -e "$UIWARP_STATE_DIR/netns-$(netns_inode)/uiwarpd.sock"
+
+# Two users of the one system daemon: root (user A) holds the listener above and a connection;
+# nobody (user B) sees neither in `uiwarp status` / `uiwarp conn show`, and cannot listen on A's
+# port. (Sessions refuse another client's Accept, Reject or Unlisten: tests/unit/test_sessions.cpp.)
+as_b=(setpriv --reuid=65534 --regid=65534 --clear-groups env -u UIWARP_STATE_DIR -u XDG_RUNTIME_DIR
+  HOME=/ UIWARP_SYSTEM_SOCKET="$sock")
+if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null &&
+  "${as_b[@]}" test -x "$RUN" -a -r "$UIWARP_CLI"; then
+  chmod 755 "$T" && chmod 666 "$sock" # the socket reachable by B (systemd: SocketMode=0666)
+  q=$(free_port)
+  timeout 60 "$RUN" rping -s -a 127.0.0.1 -p "$q" -C 100000 >"$T/a.server" 2>&1 &
+  aspid=$!
+  wait_listen "$q"
+  timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$q" -C 100000 >"$T/a.client" 2>&1 &
+  acpid=$!
+  sleep 1
+  a_view=$("$UIWARP_CLI" status --socket "$sock" 2>&1)
+  b_view=$("${as_b[@]}" "$UIWARP_CLI" status --socket "$sock" 2>&1)
+  expect_match "user A (root) sees its listener in uiwarp status" "127\.0\.0\.1:$p pid" "$a_view"
+  expect_match "... and its connections" "connections: [1-9]" "$a_view"
+  expect_match "user B (nobody) sees no listener of A's" "listeners: 0" "$b_view"
+  expect_match "... and no connection of A's" "connections: 0" "$b_view"
+  expect_eq "user B's uiwarp conn show lists nothing of A's" "connections: 0" \
+    "$("${as_b[@]}" "$UIWARP_CLI" conn show --socket "$sock" 2>&1 | head -n 1)"
+  "${as_b[@]}" timeout 20 "$RUN" rping -s -a 127.0.0.1 -p "$p" >"$T/b.server" 2>&1
+  brc=$?
+  check "user B cannot listen on the port A's listener holds (rping -s exit $brc)" \
+    test "$brc" -ne 0 -a "$brc" -ne 124
+  check "... the error says the address is in use" grep -qi "address already in use" "$T/b.server"
+  timeout 30 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 3 -v >"$T/a.again" 2>&1
+  expect_eq "A's listener still takes connections" 3 "$(grep -c '^ping data' "$T/a.again")"
+  kill "$acpid" "$aspid" 2>/dev/null
+  wait "$acpid" "$aspid" 2>/dev/null
+else
+  echo "# two-user checks skipped: need root, setpriv and a build tree nobody can read"
+fi
 kill "$rspid" 2>/dev/null
 wait "$rspid" 2>/dev/null
 finish
