@@ -148,6 +148,47 @@ TEST_CASE("a CQ used only through its completion channel; Reads answered while t
   CHECK(received.load() == kN);
 }
 
+TEST_CASE("ibv_resize_cq while traffic runs: every completion once, in order", "[datapath]") {
+  // The receiver resizes its CQ (larger and smaller, never below what may be queued) between
+  // polls while Sends arrive; the ring must keep each completion once and in order.
+  constexpr std::size_t kN = 20000, kDepth = 512;
+  SideOptions so;
+  so.recv_depth = static_cast<int>(kDepth);
+  ConnectedPair p(so);
+  for (std::size_t i = 0; i < kDepth; ++i)
+    REQUIRE(p.server.post_recv(i, i * kMsg, kMsg) == 0);
+  std::atomic<std::size_t> received{0}, resizes{0};
+  std::atomic<bool> failed{false};
+  std::thread receiver([&] { // flags, not Catch2 assertions, off the main thread
+    ibv_wc wc[32];
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::size_t next = 0;
+    while (next < kN && !failed && std::chrono::steady_clock::now() < until) {
+      int k = ibv_poll_cq(p.server.rcq, 32, wc);
+      if (k < 0) failed = true;
+      for (int i = 0; i < k; ++i) {
+        const std::size_t slot = wc[i].wr_id;
+        if (wc[i].status != IBV_WC_SUCCESS || seq_at(p.server, slot * kMsg) != next) failed = true;
+        ++next;
+        if (p.server.post_recv(slot, slot * kMsg, kMsg)) failed = true;
+      }
+      if (k > 0 && next % 997 < static_cast<std::size_t>(k)) {
+        // Every so often: 4x the receive depth, or back to the depth itself.
+        const int cqe =
+            (resizes.load() % 2) ? static_cast<int>(kDepth) : static_cast<int>(4 * kDepth);
+        if (ibv_resize_cq(p.server.rcq, cqe)) failed = true;
+        ++resizes;
+      }
+    }
+    received = next;
+  });
+  send_numbered(p.client, kN, 64);
+  receiver.join();
+  CHECK_FALSE(failed);
+  CHECK(received.load() == kN);
+  CHECK(resizes.load() >= 10);
+}
+
 TEST_CASE("one thread posts Sends while another polls the send CQ", "[datapath]") {
   constexpr std::size_t kN = 20000;
   SideOptions so, co;

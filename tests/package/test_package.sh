@@ -9,7 +9,8 @@
 #     what dpkg writes is seen only there, and the source and build trees are hidden.
 #  3. There, as uid 65534 and with only the installed files, runs `uiwarp-run ibv_devinfo` and
 #     `uiwarp-run rping` (server and client, loopback): first with the per-user uiwarpd that
-#     uiwarp-run starts, then with the system-wide one, run the way uiwarpd.socket runs it.
+#     uiwarp-run starts, then with the system-wide one, run the way uiwarpd.socket runs it; then
+#     a package upgrade under a listening rping -s -P (dpkg -i again, the service restarted).
 # Exit 77 (skipped) when not root or the tools are missing (scripts/deps installs them).
 set -u
 SRC=$(cd "${1:?usage: test_package.sh SOURCE_DIR}" && pwd)
@@ -204,6 +205,7 @@ for i in $(seq 50); do [[ -S /run/pkgtest/notify.sock ]] && break; sleep 0.1; do
 # The service's DynamicUser stands as uid 61234.
 systemd-socket-activate --seqpacket -l "$sock" -E NOTIFY_SOCKET="/run/pkgtest/notify.sock" \
   setpriv --reuid=61234 --regid=61234 --clear-groups $exec_start >"$TT/uiwarpd.log" 2>&1 &
+sapid=$!
 for i in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
 chmod "$mode" "$sock"
 sh -c "${post//%%/%}"
@@ -217,6 +219,44 @@ expect_match "uiwarpd told systemd READY=1" "READY=1" "$(cat "$TT/notify.log")"
 check "the system uiwarpd runs as its own user" pgrep -u 61234 -x uiwarpd
 rping_pair rping-system 7175
 check "no per-user uiwarpd was started" test -z "$(pgrep -u 65534 uiwarpd)"
+
+# --- a package upgrade under a listening program: dpkg -i over the installed packages, then
+# the restart systemd does (the socket unit restarted on upgrade stops the service it activated:
+# SIGTERM; the next connection to the socket starts the new uiwarpd). The listener's shim
+# registers again with the new daemon, and new connections succeed within a second.
+as_nobody timeout 120 /usr/bin/uiwarp-run rping -s -P -a 127.0.0.1 -p 7176 -v \
+  >"$TT/upgrade.server" 2>&1 &
+upspid=$!
+for i in $(seq 50); do ss -Hltn "sport = :7176" | grep -q . && break; sleep 0.1; done
+check "dpkg -i again (an upgrade) while a program listens" \
+  dpkg -i "$P"/ibverbs-provider-uiwarp_*.deb "$P"/uiwarp_*.deb
+old=$(pgrep -u 61234 -x uiwarpd)
+kill -TERM "$old" 2>/dev/null
+wait "$sapid" 2>/dev/null
+systemd-socket-activate --seqpacket -l "$sock" \
+  setpriv --reuid=61234 --regid=61234 --clear-groups $exec_start >"$TT/uiwarpd2.log" 2>&1 &
+for i in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
+chmod "$mode" "$sock"
+t0=$(date +%s%N)
+listed=no
+for i in $(seq 100); do
+  if /usr/bin/uiwarp status --socket "$sock" 2>/dev/null | grep -qE "^  127\.0\.0\.1:7176 pid"; then
+    listed=yes
+    break
+  fi
+  sleep 0.02
+done
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_eq "after the upgrade's restart (uiwarpd $old stopped) the listener is registered again" \
+  yes "$listed"
+check "... within a second (${ms} ms)" test "$ms" -lt 1000
+as_nobody timeout 60 /usr/bin/uiwarp-run rping -c -a 127.0.0.1 -p 7176 -C 10 -v \
+  >"$TT/upgrade.client" 2>&1
+crc=$(rping_exit $? "$TT/upgrade.client")
+expect_eq "... and a new client connects to it: exit 0, 10 pings" "0 10" \
+  "$crc $(grep -c '^ping data' "$TT/upgrade.client")"
+kill "$upspid" 2>/dev/null
+wait "$upspid" 2>/dev/null
 out=$(unshare --net setpriv --reuid=65534 --regid=65534 --clear-groups \
   env -i PATH=/usr/bin:/bin UIWARP_DEBUG=1 /usr/bin/uiwarp-run true 2>&1)
 expect_match "another network namespace gets a per-user daemon" \

@@ -6,7 +6,9 @@
 #include "catch_compat.hpp"
 #include "verbs_fixture.hpp"
 
+#include <cstring>
 #include <infiniband/verbs.h>
+#include <vector>
 
 using namespace verbs_test;
 
@@ -136,6 +138,34 @@ TEST_CASE_METHOD(Fixture, "ibv_query_gid: index 0 of port 1 is a non-zero GID", 
   union ibv_gid again;
   REQUIRE(ibv_query_gid(ctx, 1, 0, &again) == 0);
   CHECK(std::memcmp(&gid, &again, sizeof gid) == 0);
+}
+
+TEST_CASE_METHOD(Fixture, "ibv_query_gid_ex / ibv_query_gid_table: the GID table as ibv_query_gid",
+                 "[verbs][device]") {
+  // libibverbs answers these from sysfs when the device has no GID ioctl (our cmd_fd), the way
+  // it does for an older kernel; the entries must agree with ibv_query_gid and the port.
+  ibv_port_attr p{};
+  REQUIRE(ibv_query_port(ctx, 1, &p) == 0);
+  std::vector<ibv_gid_entry> t(static_cast<std::size_t>(p.gid_tbl_len) + 4);
+  ssize_t n = ibv_query_gid_table(ctx, t.data(), t.size(), 0);
+  REQUIRE(n >= 1);
+  REQUIRE(n <= p.gid_tbl_len);
+  for (ssize_t i = 0; i < n; ++i) {
+    const ibv_gid_entry& e = t[static_cast<std::size_t>(i)];
+    INFO("entry " << i << ", GID index " << e.gid_index);
+    CHECK(e.port_num == 1);
+    CHECK(e.ndev_ifindex != 0); // the netdev the device sits on
+    union ibv_gid g;
+    REQUIRE(ibv_query_gid(ctx, 1, static_cast<int>(e.gid_index), &g) == 0);
+    CHECK(std::memcmp(&g, &e.gid, sizeof g) == 0);
+    ibv_gid_entry one{};
+    REQUIRE(ibv_query_gid_ex(ctx, 1, e.gid_index, &one, 0) == 0);
+    CHECK(std::memcmp(&one.gid, &e.gid, sizeof one.gid) == 0);
+    CHECK(one.gid_type == e.gid_type);
+  }
+  ibv_gid_entry none{};
+  CHECK(ibv_query_gid_ex(ctx, 1, static_cast<std::uint32_t>(p.gid_tbl_len), &none, 0) != 0);
+  CHECK(ibv_query_gid_ex(ctx, 2, 0, &none, 0) != 0); // no port 2
 }
 
 TEST_CASE("ibv_alloc_mw: memory windows are EOPNOTSUPP", "[verbs][device]") {
