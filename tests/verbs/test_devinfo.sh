@@ -15,8 +15,10 @@ expect_match "link layer Ethernet" "link_layer:[[:space:]]+Ethernet" "$out"
 expect_match "a GID" "GID\[ *0\]:[[:space:]]+fe80" "$out"
 if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
   chmod 755 "$T"
-  out=$(UIWARP_STATE_DIR= XDG_RUNTIME_DIR= setpriv --reuid=65534 --regid=65534 --clear-groups \
-    env HOME=/ "$RUN" ibv_devinfo 2>&1)
+  # A state directory of nobody's own under $T, so that its uiwarpd goes with the test's.
+  install -d -m 700 -o 65534 -g 65534 "$T/nobody"
+  out=$(UIWARP_STATE_DIR=$T/nobody XDG_RUNTIME_DIR= setpriv --reuid=65534 --regid=65534 \
+    --clear-groups env HOME=/ "$RUN" ibv_devinfo 2>&1)
   expect_match "ibv_devinfo as uid 65534" "transport:[[:space:]]+iWARP" "$out"
 fi
 # ibv_rc_pingpong: server and client on loopback; they exchange addresses over TCP, then the
