@@ -95,6 +95,23 @@ wait_listen() {
   done
   return 1
 }
+# wait_listed CLI PORT [STATUS_ARGS...]: waits (about 3 s at most) until `CLI status STATUS_ARGS`
+# lists a listener on 127.0.0.1:PORT, as after uiwarpd's restart; LISTED_MS says how long that
+# took. 1 if it never did.
+wait_listed() {
+  local cli=$1 port=$2 t0 i
+  shift 2
+  t0=$(date +%s%N)
+  for ((i = 0; i < 150; i++)); do
+    if "$cli" status "$@" 2>/dev/null | grep -qE "^  127\.0\.0\.1:$port pid"; then
+      LISTED_MS=$((($(date +%s%N) - t0) / 1000000))
+      return 0
+    fi
+    sleep 0.02
+  done
+  LISTED_MS=$((($(date +%s%N) - t0) / 1000000))
+  return 1
+}
 # netns_inode: the inode of this network namespace (uiwarp's state is per namespace).
 netns_inode() { stat -L -c %i /proc/self/ns/net; }
 

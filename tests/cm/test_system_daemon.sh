@@ -68,18 +68,8 @@ wait "$sapid" 2>/dev/null
 sleep 0.3
 systemd-socket-activate --seqpacket -l "$sock" "$UIWARPD_BIN" >"$T/uiwarpd2.log" 2>&1 &
 sapid=$!
-t0=$(date +%s%N)
-listed=no
-for _ in $(seq 150); do
-  if "$UIWARP_CLI" status --socket "$sock" 2>/dev/null |
-    grep -qE "^  127\.0\.0\.1:$p pid [0-9]+ \(rping\)"; then
-    listed=yes
-    break
-  fi
-  sleep 0.02
-done
-ms=$((($(date +%s%N) - t0) / 1000000))
-expect_eq "restarted system daemon: rping's listener registered again (${ms} ms)" yes "$listed"
+wait_listed "$UIWARP_CLI" "$p" --socket "$sock"
+expect_eq "restarted system daemon: rping's listener registered again (${LISTED_MS} ms)" 0 $?
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 10 -v >"$T/restarted.client" 2>&1
 crc=$(rping_exit $? "$T/restarted.client")
 expect_eq "... and a new client connects: exit 0, 10 pings" "0 10" \
