@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "config.hpp"
 
+#include <climits>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -37,6 +38,18 @@ bool parse_rtr(const std::string& v, iwarp::RtrSet* out) {
 
 // One setter per key; flags and the file share them.
 using Setter = std::function<bool(Config&, const std::string&)>;
+
+// The setter of a whole-number key in [lo, hi] (std::stol: a malformed number throws, which
+// apply() reports as a bad value).
+Setter in_range(long lo, long hi, void (*set)(Config&, long)) {
+  return [lo, hi, set](Config& c, const std::string& v) {
+    long n = std::stol(v);
+    if (n < lo || n > hi) return false;
+    set(c, n);
+    return true;
+  };
+}
+
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> m = {
       {"mpa-revision",
@@ -50,45 +63,22 @@ const std::map<std::string, Setter>& setters() {
       {"p2p", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.p2p); }},
       {"rtr", [](Config& c, const std::string& v) { return parse_rtr(v, &c.mpa.rtr); }},
       {"ird",
-       [](Config& c, const std::string& v) {
-         int n = std::stoi(v);
-         if (n < 0 || n > 128) return false;
-         c.mpa.ird = static_cast<std::uint16_t>(n);
-         return true;
-       }},
+       in_range(0, 128, [](Config& c, long n) { c.mpa.ird = static_cast<std::uint16_t>(n); })},
       {"ord",
-       [](Config& c, const std::string& v) {
-         int n = std::stoi(v);
-         if (n < 0 || n > 128) return false;
-         c.mpa.ord = static_cast<std::uint16_t>(n);
-         return true;
-       }},
+       in_range(0, 128, [](Config& c, long n) { c.mpa.ord = static_cast<std::uint16_t>(n); })},
       {"permissive",
        [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.permissive); }},
       {"large-fpdu",
        [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
       {"rfc7306", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.rfc7306); }},
       {"first-fpdu-delay-ms",
-       [](Config& c, const std::string& v) {
-         long n = std::stol(v);
-         if (n < 0 || n > 10000) return false;
-         c.first_fpdu_delay = std::chrono::milliseconds(n);
-         return true;
-       }},
+       in_range(0, 10000,
+                [](Config& c, long n) { c.first_fpdu_delay = std::chrono::milliseconds(n); })},
       {"idle-exit-s",
-       [](Config& c, const std::string& v) {
-         long n = std::stol(v);
-         if (n < 0 || n > 86400) return false;
-         c.idle_exit = std::chrono::seconds(n);
-         return true;
-       }},
+       in_range(0, 86400, [](Config& c, long n) { c.idle_exit = std::chrono::seconds(n); })},
       {"startup-timeout-ms",
-       [](Config& c, const std::string& v) {
-         long n = std::stol(v);
-         if (n <= 0) return false;
-         c.mpa.timeout = std::chrono::milliseconds(n);
-         return true;
-       }},
+       in_range(1, LONG_MAX,
+                [](Config& c, long n) { c.mpa.timeout = std::chrono::milliseconds(n); })},
   };
   return m;
 }
