@@ -82,6 +82,9 @@ struct Context {
   // Every QP, for polls that adopt QPs whose own CQs nobody polls (Cq::drive).
   std::shared_mutex qps_mu;
   std::vector<Qp*> all_qps;
+  // The latest Qp::reads_ns of any of them: without a recent Read responder a poll has nothing
+  // to adopt and does not take qps_mu.
+  std::atomic<std::int64_t> reads_ns{0};
   ~Context();
 
   static Context* of(ibv_context* c) {

@@ -72,7 +72,11 @@ void Qp::drive(Driver who) {
     rx_quiet_until.store(0, std::memory_order_relaxed);
     break;
   }
-  if (engine->inbound_reads_queued()) reads_ns.store(mono_ns(), std::memory_order_relaxed);
+  if (engine->inbound_reads_queued()) {
+    const std::int64_t t = mono_ns();
+    reads_ns.store(t, std::memory_order_relaxed);
+    ctx()->reads_ns.store(t, std::memory_order_relaxed);
+  }
   // A full socket is tried again by the progress thread on EPOLLOUT; only without one do
   // pollers try it (a failing system call per poll).
   const bool progress_thread = who == Driver::Progress || who == Driver::Writable;

@@ -308,6 +308,7 @@ void Cq::drive() {
 // small pieces, cost 4 KiB ib_write_bw a quarter of its rate.
 void Cq::adopt(std::int64_t now, Progress* p, std::size_t mine) {
   Context* c = ctx();
+  if (now - c->reads_ns.load(std::memory_order_relaxed) > kResponderNs) return; // none lately
   std::shared_lock lock(c->qps_mu);
   if (c->all_qps.size() <= mine) return; // every QP is this CQ's
   for (Qp* qp : c->all_qps) {
