@@ -5,6 +5,7 @@
 #pragma once
 
 #include "iwarp/mpa_startup.hpp"
+#include "uiwarp/ib_connect.hpp"
 
 #include <CLI/CLI.hpp>
 #include <istream>
@@ -51,10 +52,15 @@ struct Config {
   // job or a container leaves nothing running and a network namespace is not kept alive by it.
   // Programs' shims start it again when they need it. 0: never.
   std::chrono::seconds idle_exit{60};
+  // IB-style connect (uiwarp/ib_connect.hpp): the TCP port the initiator connects to and a
+  // waiting responder's uiwarpd listens on (only while a QP waits). Both hosts must agree.
+  // 0: off (a QP moved to RTR with an address vector fails).
+  std::uint16_t ib_connect_port = ib::kDefaultPort;
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
-// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms, --idle-exit-s.
+// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms, --idle-exit-s,
+// --ib-connect-port.
 void add_policy_options(CLI::App& app, Config& cfg);
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);

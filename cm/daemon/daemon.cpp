@@ -113,6 +113,10 @@ int Daemon::run() {
       sessions_.on_timer(now);
       run_actions();
     }
+    if (SockId l = sessions_.ib_listener(); l >= 0 && !sessions_.ib_listener_wanted()) {
+      sessions_.on_listener_closed(l); // no QP waits: the port is free again
+      run_actions();
+    }
     if (clients_.size() || !socks_.empty()) {
       idle_since_ = Clock::time_point::max();
     } else if (idle_since_ == Clock::time_point::max()) {
@@ -195,6 +199,7 @@ void Daemon::dispatch(ClientId c, proto::Packet p) {
                  [&](const proto::Listen& m) { listen(c, m, std::move(passed)); },
                  [&](const proto::Unlisten& m) { sessions_.on_unlisten(c, m); },
                  [&](const proto::Connect& m) { connect(c, m, std::move(passed)); },
+                 [&](const proto::IbConnect& m) { ib_connect(c, m, std::move(passed)); },
                  [&](const proto::Accept& m) { sessions_.on_accept(c, m, now); },
                  [&](const proto::Reject& m) { sessions_.on_reject(c, m, now); },
                  [&](const proto::Resolve& m) { resolve(c, m); },
@@ -223,9 +228,9 @@ void Daemon::listen(ClientId c, const proto::Listen& m, Fd s) {
 }
 
 // Connects the client's socket, bound to its rdma_cm id's address and port.
-void Daemon::connect(ClientId c, const proto::Connect& m, Fd s) {
+void Daemon::connect(ClientId c, const proto::Connect& m, Fd s, bool ib) {
   if (!tcp_socket(s.get(), false) || m.dst.ss_family != m.src.ss_family) {
-    sessions_.on_connect(c, m, -1, 0, Clock::now());
+    sessions_.on_connect(c, m, -1, 0, Clock::now(), ib);
     return;
   }
   set_nonblocking(s.get());
@@ -236,8 +241,86 @@ void Daemon::connect(ClientId c, const proto::Connect& m, Fd s) {
     err = errno;
   int fd = s.get();
   socks_[fd] = {std::move(s), 0};
-  sessions_.on_connect(c, m, fd, err, Clock::now());
+  sessions_.on_connect(c, m, fd, err, Clock::now(), ib);
   sync(fd);
+}
+
+// IB-style connect (uiwarp/ib_connect.hpp). The initiator connects the client's socket to the
+// peer's ib-connect-port with a Request naming both QPs; the responder waits, with the
+// rendezvous listener open while any QP waits.
+void Daemon::ib_connect(ClientId c, const proto::IbConnect& m, Fd s) {
+  auto refuse = [&](int status, std::string why) {
+    proto::ConnectReply r;
+    r.id = m.id;
+    r.status = status;
+    r.reason = std::move(why);
+    r.dst = m.peer;
+    reply(c, r);
+  };
+  if (!cfg_.ib_connect_port) {
+    refuse(EOPNOTSUPP, "IB-style connect is off (uiwarpd.conf ib-connect-port = 0)");
+    return;
+  }
+  if (m.initiator) {
+    proto::Connect conn;
+    conn.id = m.id;
+    conn.src = m.local;
+    conn.dst = m.peer;
+    auto* port = m.peer.ss_family == AF_INET6
+                     ? &reinterpret_cast<sockaddr_in6*>(&conn.dst)->sin6_port
+                     : &reinterpret_cast<sockaddr_in*>(&conn.dst)->sin_port;
+    *port = htons(cfg_.ib_connect_port);
+    conn.private_data = ib::encode({m.local_qpn, m.peer_qpn});
+    conn.ird = m.ird;
+    conn.ord = m.ord;
+    conn.timeout_ms = m.timeout_ms;
+    connect(c, conn, std::move(s), true);
+    return;
+  }
+  std::string why;
+  if (sessions_.ib_listener() < 0 && open_ib_listener(&why)) {
+    refuse(EADDRINUSE, why);
+    return;
+  }
+  sessions_.on_ib_wait(c, m, Clock::now());
+}
+
+// [::]:ib-connect-port (IPv4 too, as mapped addresses), or 0.0.0.0 where IPv6 is off.
+int Daemon::open_ib_listener(std::string* why) {
+  int err = 0;
+  for (int family : {AF_INET6, AF_INET}) {
+    Fd l(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!l) {
+      err = errno;
+      continue;
+    }
+    int one = 1, zero = 0;
+    ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_storage a{};
+    a.ss_family = static_cast<sa_family_t>(family);
+    socklen_t len = sizeof(sockaddr_in);
+    if (family == AF_INET6) {
+      ::setsockopt(l.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      reinterpret_cast<sockaddr_in6*>(&a)->sin6_port = htons(cfg_.ib_connect_port);
+      len = sizeof(sockaddr_in6);
+    } else {
+      reinterpret_cast<sockaddr_in*>(&a)->sin_port = htons(cfg_.ib_connect_port);
+    }
+    if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), len) || ::listen(l.get(), 128)) {
+      err = errno;
+      if (err == EADDRINUSE) break; // the other family would find the same
+      continue;
+    }
+    int fd = l.get();
+    socks_[fd] = {std::move(l), 0};
+    sessions_.on_ib_listen(fd, a);
+    sync(fd);
+    return 0;
+  }
+  *why = "IB-style connect: cannot listen on TCP port " + std::to_string(cfg_.ib_connect_port) +
+         " (uiwarpd.conf ib-connect-port): " + std::strerror(err) +
+         (err == EADDRINUSE ? " (another program, or another user's uiwarpd, has it)" : "");
+  return err;
 }
 
 void Daemon::resolve(ClientId c, const proto::Resolve& m) {

@@ -38,7 +38,9 @@ private:
   void drop_client(ClientId c, const std::string& why = {});
   void dispatch(ClientId c, proto::Packet p);
   void listen(ClientId c, const proto::Listen& m, Fd s);
-  void connect(ClientId c, const proto::Connect& m, Fd s);
+  void connect(ClientId c, const proto::Connect& m, Fd s, bool ib = false);
+  void ib_connect(ClientId c, const proto::IbConnect& m, Fd s);
+  int open_ib_listener(std::string* why);
   void resolve(ClientId c, const proto::Resolve& m);
   void status(ClientId c, const proto::Status& m);
   void reply(ClientId c, const proto::Message& m, int fd = -1);

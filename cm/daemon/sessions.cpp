@@ -45,6 +45,13 @@ void Sessions::on_listen(ClientId c, const proto::Listen& m, SockId sock,
 }
 
 void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
+  // An IbConnect's id: its wait, or its session before the hand-over.
+  std::erase_if(ib_waits_, [&](const IbWait& w) { return w.client == c && w.id == m.id; });
+  std::vector<SockId> ended;
+  for (const auto& [fd, s] : sessions_)
+    if (s.ib && s.client == c && s.id == m.id) ended.push_back(fd);
+  for (SockId fd : ended)
+    end(fd);
   for (auto it = listeners_.begin(); it != listeners_.end();) {
     if (it->second.client == c && it->second.id == m.id) {
       actions_.push_back(Close{it->first});
@@ -56,6 +63,7 @@ void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
 }
 
 void Sessions::on_listener_closed(SockId sock) {
+  if (sock == ib_listener_) ib_listener_ = -1;
   if (listeners_.erase(sock)) actions_.push_back(Close{sock});
 }
 
@@ -71,6 +79,7 @@ void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage&
   s.client = l->second.client;
   s.id = l->second.id;
   s.token = next_token_++;
+  s.ib = sock >= 0 && listener == ib_listener_;
   s.local = local;
   s.peer = peer;
   s.mpa = iwarp::MpaStartup::responder(policy_.mpa, now);
@@ -80,7 +89,7 @@ void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage&
 // ---- the active side ----
 
 void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int error,
-                          Clock::time_point now) {
+                          Clock::time_point now, bool ib) {
   ++counters_.connects;
   if (sock < 0 || error) {
     ++counters_.connect_failed;
@@ -98,6 +107,7 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   s.client = c;
   s.id = m.id;
   s.connecting = true;
+  s.ib = ib;
   s.pd = to_bytes(m.private_data);
   s.ird = static_cast<std::uint16_t>(m.ird);
   s.ord = static_cast<std::uint16_t>(m.ord);
@@ -267,7 +277,10 @@ void Sessions::step(SockId sock, Session& s, Clock::time_point now) {
   case iwarp::MpaState::AwaitRequest:
   case iwarp::MpaState::AwaitReply: return;
   case iwarp::MpaState::RequestReceived:
-    if (!s.notified) request_received(s);
+    if (s.ib && !s.notified && !s.accepted)
+      ib_request(sock, s, now);
+    else if (!s.ib && !s.notified)
+      request_received(s);
     return;
   case iwarp::MpaState::Established:
     if (drained) established(sock, s, now);
@@ -289,6 +302,15 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
   if (s.mpa->role() == iwarp::MpaRole::Responder) {
     if (!s.accepted) return;
     ++counters_.accepted;
+    if (s.ib) { // IB-style connect: reported as the initiator's is
+      proto::ConnectReply r;
+      r.id = s.id;
+      r.src = s.local;
+      r.dst = s.peer;
+      r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder);
+      hand_over(sock, s, std::move(r), now);
+      return;
+    }
     proto::AcceptReply r;
     r.token = s.token;
     r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder);
@@ -334,7 +356,7 @@ void Sessions::hand_over(SockId sock, Session& s, proto::Message reply, Clock::t
 // what the MPA machine still has to say (a Terminate, a Rev1 Reply) drains, then it closes.
 void Sessions::fail(SockId sock, Session& s, int status, const std::string& why,
                     Clock::time_point now) {
-  if (!s.mpa || s.mpa->role() == iwarp::MpaRole::Initiator) {
+  if (!s.mpa || s.mpa->role() == iwarp::MpaRole::Initiator || (s.ib && s.accepted)) {
     connect_reply(s, status, why);
   } else if (s.accepted) {
     proto::AcceptReply r;
@@ -375,6 +397,7 @@ void Sessions::on_client_gone(ClientId c) {
     }
   }
   std::erase_if(handed_, [c](const HandedView& h) { return h.client == c; });
+  std::erase_if(ib_waits_, [c](const IbWait& w) { return w.client == c; });
 }
 
 // ---- time ----
@@ -388,10 +411,28 @@ Clock::time_point Sessions::deadline() const {
   auto next = Clock::time_point::max();
   for (const auto& [fd, s] : sessions_)
     next = std::min(next, session_deadline(s));
+  for (const IbWait& w : ib_waits_)
+    next = std::min(next, w.until);
   return next;
 }
 
 void Sessions::on_timer(Clock::time_point now) {
+  for (auto it = ib_waits_.begin(); it != ib_waits_.end();) {
+    if (it->until > now) {
+      ++it;
+      continue;
+    }
+    ++counters_.timeouts;
+    proto::ConnectReply r;
+    r.id = it->id;
+    r.status = ETIMEDOUT;
+    r.reason = "IB-style connect: QP " + ib::qpn_string(it->peer_qpn) + " at " +
+               proto::addr_string(it->peer) + " did not connect to QP " +
+               ib::qpn_string(it->local_qpn) + " in time (is the peer a uiwarp QP in RTR?)";
+    r.dst = it->peer;
+    actions_.push_back(ToClient{it->client, std::move(r)});
+    it = ib_waits_.erase(it);
+  }
   std::vector<SockId> late;
   for (const auto& [fd, s] : sessions_)
     if (session_deadline(s) <= now) late.push_back(fd);
@@ -403,6 +444,14 @@ void Sessions::on_timer(Clock::time_point now) {
     }
     if (s.closing) {
       end(sock);
+      continue;
+    }
+    if (s.ib_waiting) {
+      ib_refuse(sock, s,
+                "IB-style connect from " + proto::addr_string(s.peer) + " (QP " +
+                    ib::qpn_string(s.ib_req.src_qpn) + "): no QP " +
+                    ib::qpn_string(s.ib_req.dst_qpn) + " here waits for it",
+                now);
       continue;
     }
     std::string why = "MPA startup timed out with " + proto::addr_string(s.peer);
@@ -442,7 +491,7 @@ bool Sessions::connecting(SockId sock) const {
 std::vector<ListenerView> Sessions::listeners() const {
   std::vector<ListenerView> out;
   for (const auto& [fd, l] : listeners_)
-    out.push_back(ListenerView{l.client, l.addr});
+    if (l.client >= 0) out.push_back(ListenerView{l.client, l.addr});
   return out;
 }
 
@@ -452,6 +501,7 @@ std::vector<SessionView> Sessions::sessions() const {
     std::string st = s.connecting                                 ? "tcp connect"
                      : s.held                                     ? "established, held"
                      : s.closing                                  ? "closing"
+                     : s.ib_waiting                               ? "awaiting IB-style QP"
                      : s.accepted                                 ? "sending MPA reply"
                      : s.notified                                 ? "awaiting accept"
                      : s.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply"

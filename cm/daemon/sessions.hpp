@@ -8,6 +8,11 @@
 // out take_actions(). Sockets and clients are the event loop's handles (its file descriptors);
 // the core never reads, writes or closes one.
 //
+// IB-style connect (uiwarp/ib_connect.hpp): an initiator's IbConnect is an on_connect whose
+// Request carries both QPNs; a responder's is a wait (on_ib_wait) for the connection that
+// arrives on the rendezvous listener (on_ib_listen) naming its QP, which is then accepted
+// without asking the client, and reported with ConnectReply like an initiator's.
+//
 // Call order, per socket: on_listen, or on_incoming/on_connect to start a session; then any of
 // on_connected (an active session's TCP connect finished), on_bytes, on_peer_closed,
 // on_socket_error, consume_output; a session ends with an action naming its socket (Close, or
@@ -18,6 +23,7 @@
 #include "iwarp/conn_params.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "uiwarp/daemon_proto.hpp"
+#include "uiwarp/ib_connect.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -111,9 +117,18 @@ public:
   void on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
                    const sockaddr_storage& peer, Clock::time_point now);
   // Connect: the loop has started connecting `sock` (the client's socket) to m.dst. -1: the
-  // client passed no usable socket; `error`: connect() failed at once (errno).
+  // client passed no usable socket; `error`: connect() failed at once (errno). `ib`: an
+  // IbConnect initiator (its Unlisten ends it).
   void on_connect(ClientId c, const proto::Connect& m, SockId sock, int error,
-                  Clock::time_point now);
+                  Clock::time_point now, bool ib = false);
+  // IB-style connect, responder: `sock` listens on ib-connect-port for every waiting QP.
+  void on_ib_listen(SockId sock, const sockaddr_storage& addr);
+  // A responder QP waits (m.timeout_ms) for its peer's connection.
+  void on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_point now);
+  // Whether the rendezvous listener is needed (a QP waits); the loop closes it when not, with
+  // on_listener_closed.
+  bool ib_listener_wanted() const { return !ib_waits_.empty(); }
+  SockId ib_listener() const { return ib_listener_; }
   // An active session's TCP connection is up; `local` is its address.
   void on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now);
   // Received bytes: returns how many the MPA exchange took (read exactly those; what follows
@@ -154,8 +169,16 @@ private:
     std::uint64_t id; // the client's rdma_cm id
     sockaddr_storage addr;
   };
+  struct IbWait {
+    ClientId client;
+    std::uint64_t id;
+    std::uint32_t local_qpn, peer_qpn;
+    sockaddr_storage local, peer;
+    std::uint16_t ird, ord;
+    Clock::time_point until;
+  };
   struct Session {
-    ClientId client = -1;
+    ClientId client = -1;    // -1: an IB-style connect not yet matched with its QP
     std::uint64_t id = 0;    // initiator: the client's connect id; responder: its listen id
     std::uint64_t token = 0; // responder: the handle Accept and Reject name
     std::optional<iwarp::MpaStartup> mpa;
@@ -165,7 +188,10 @@ private:
     bool closing = false;      // rejected, a Terminate or a Reply Rev1 being written
     std::vector<std::byte> pd; // initiator: private data for the Request
     std::uint16_t ird = 0, ord = 0;
-    bool held = false; // initiator: established, held for first_fpdu_delay
+    bool held = false;       // initiator: established, held for first_fpdu_delay
+    bool ib = false;         // IB-style connect (either role)
+    bool ib_waiting = false; // responder: the Request names a QP that does not wait (yet)
+    ib::Request ib_req;
     // Instead of the MPA machine's deadline: the TCP connect's, the hold's, or how long a
     // Reply or Terminate may take to drain (the peer does not read).
     std::optional<Clock::time_point> until;
@@ -177,6 +203,9 @@ private:
   Session* by_token(ClientId c, std::uint64_t token, SockId* sock);
   void step(SockId sock, Session& s, Clock::time_point now);
   void request_received(Session& s);
+  void ib_request(SockId sock, Session& s, Clock::time_point now);
+  bool ib_match(SockId sock, Session& s, std::vector<IbWait>::iterator w, Clock::time_point now);
+  void ib_refuse(SockId sock, Session& s, const std::string& why, Clock::time_point now);
   void established(SockId sock, Session& s, Clock::time_point now);
   void hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now);
   void connect_reply(Session& s, int status, const std::string& reason);
@@ -187,6 +216,8 @@ private:
 
   SessionPolicy policy_;
   std::map<SockId, Listener> listeners_;
+  SockId ib_listener_ = -1;
+  std::vector<IbWait> ib_waits_;
   std::map<SockId, Session> sessions_;
   std::vector<HandedView> handed_;
   std::vector<Action> actions_;

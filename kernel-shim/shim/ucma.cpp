@@ -135,6 +135,7 @@ void Ucma::gone() {
     }
   if (st.fail_connects(-ECONNABORTED))
     log_error("uiwarpd went away while connecting; connect failed");
+  ib_lost();
 }
 
 // Listening ids outlive their uiwarpd: their sockets still listen (the kernel queues new
@@ -208,6 +209,10 @@ void Ucma::conn_request(const proto::ConnRequest& m) {
 }
 
 void Ucma::connect_reply(const proto::ConnectReply& m, int fd, std::unique_lock<std::mutex>& lock) {
+  if (m.id & kIbId) {
+    ib_reply(m, fd, lock);
+    return;
+  }
   const auto handle = static_cast<std::uint32_t>(m.id);
   Id* id = st.find(handle);
   if (!id || !id->connecting) {
@@ -302,7 +307,11 @@ namespace {
 void qp_event(std::uint32_t qp_num, QpEvent event, const char* reason) noexcept {
   Ucma::get().qp_event(qp_num, event, reason);
 }
-constexpr ShimOps kShimOps = {kProviderAbi, qp_event};
+int ib_connect(std::uint32_t qp_num, const IbTarget& t) noexcept {
+  return Ucma::get().ib_connect(qp_num, t);
+}
+void ib_cancel(std::uint32_t qp_num) noexcept { Ucma::get().ib_cancel(qp_num); }
+constexpr ShimOps kShimOps = {kProviderAbi, qp_event, ib_connect, ib_cancel};
 } // namespace
 
 } // namespace uiwarp::ucma

@@ -10,10 +10,13 @@
 #include "ucma_state.hpp"
 #include "uiwarp/provider_api.hpp"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <mutex>
+#include <string>
 #include <sys/types.h>
 
 namespace uiwarp::ucma {
@@ -33,6 +36,9 @@ public:
   // The provider's half of the hand-shake (provider_api.hpp).
   bool register_provider(const ProviderOps* ops);
   void qp_event(std::uint32_t qp_num, QpEvent, const char*);
+  // IB-style connect (ucma_ib.cpp): a QP in RTR with an address vector waits for its peer.
+  int ib_connect(std::uint32_t qp_num, const IbTarget& t);
+  void ib_cancel(std::uint32_t qp_num);
 
   // ---- for the commands, with the lock held ----
   State st{*this};
@@ -64,6 +70,25 @@ private:
                      std::unique_lock<std::mutex>& lock) override;
   void gone() override;
   void relisten();
+
+  // IB-style connect (ucma_ib.cpp). Its uiwarpd ids have the top bit set (rdma_cm ids are
+  // 32-bit handles), then a generation, then the QPN: a late reply for a cancelled attempt
+  // finds nothing.
+  static constexpr std::uint64_t kIbId = 1ull << 63;
+  struct IbPending {
+    IbTarget t;
+    std::uint64_t id;
+    std::chrono::steady_clock::time_point until;
+  };
+  int ib_send(IbPending& p);
+  void ib_cancel_locked(std::uint32_t qp_num);
+  void ib_reply(const proto::ConnectReply& m, int fd, std::unique_lock<std::mutex>& lock);
+  void ib_retry(std::uint32_t qp_num, std::uint64_t id);
+  void ib_fail(std::uint32_t qp_num, int status, const std::string& why,
+               std::unique_lock<std::mutex>& lock);
+  void ib_lost(); // uiwarpd went away: waiting QPs fail (from another thread)
+  std::map<std::uint32_t, IbPending> ib_; // by QPN
+  std::uint64_t ib_gen_ = 0;
 
   bool relistening_ = false; // relisten() runs
   const ProviderOps* provider_ = nullptr;

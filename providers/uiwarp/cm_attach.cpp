@@ -64,7 +64,12 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   Context* ctx = qp->ctx();
   if (int err = ctx->start_progress()) return err;
   std::lock_guard lock(qp->mu);
-  if (qp->engine || (qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR)) return EINVAL;
+  // An RDMA CM connection comes to a QP in INIT or RTR; an IB-style one to the QP that waits
+  // for it, in RTR or already in RTS.
+  const bool ib = qp->ib_pending;
+  if (qp->engine || (ib ? qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS
+                        : qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR))
+    return EINVAL;
   try {
     qp->engine = std::make_unique<iwarp::Qp>(config_for(qp, fd, p), ctx->mem,
                                              qp->srq ? qp->srq->q.get() : nullptr);
@@ -87,9 +92,22 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->state = IBV_QPS_ERR;
     return err;
   }
-  qp->state = IBV_QPS_RTS;
-  qp->vqp.qp.state = IBV_QPS_RTS;
-  qp->drive(Driver::Post); // the RTR, if P2P (RFC 6581 §9.2)
+  if (!ib) {
+    qp->state = IBV_QPS_RTS;
+    qp->vqp.qp.state = IBV_QPS_RTS;
+  }
+  qp->ib_pending = false;
+  // Sends posted while an IB-style connect was under way, in order.
+  for (; !qp->pending_send.empty(); qp->pending_send.pop_front()) {
+    const iwarp::SendWr& w = qp->pending_send.front();
+    if ((iwarp::is_rfc7306(w.opcode) && !qp->engine->config().rfc7306) ||
+        qp->engine->post_send(w) != iwarp::PostError::None) {
+      iwarp::Completion c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::LocalQpOperation,
+                                                    iwarp::completion_opcode(w.opcode), 0, false);
+      qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
+    }
+  }
+  qp->drive(Driver::Post); // the RTR, if P2P (RFC 6581 §9.2), and those Sends
   return 0;
 }
 
@@ -106,7 +124,7 @@ int disconnect(std::uint32_t qp_num) noexcept {
 
 const ShimOps* g_shim = nullptr;
 
-constexpr ProviderOps kProviderOps = {kProviderAbi, attach, disconnect};
+constexpr ProviderOps kProviderOps = {kProviderAbi, attach, disconnect, ib_failed};
 
 __attribute__((constructor)) void register_with_shim() {
   auto reg = reinterpret_cast<RegisterProvider>(::dlsym(RTLD_DEFAULT, kRegisterProviderSymbol));

@@ -185,7 +185,13 @@ struct Qp {
   std::uint32_t pd_id = 0;
   Srq* srq = nullptr;
   iwarp::Ring<iwarp::RecvWr> pending_recv; // posted before the connection exists
-  std::unique_ptr<iwarp::Qp> engine;       // created when the CM connects the QP
+  // IB-style connect (ib_connect.cpp): the shim makes the connection; Sends posted in RTS
+  // before it is up wait here (sized at RTR).
+  bool ib_pending = false; // waiting for the connection
+  bool ib_path = false;    // connected (or connecting) IB-style, until RESET
+  std::uint32_t ib_peer_qpn = 0;
+  iwarp::Ring<iwarp::SendWr> pending_send;
+  std::unique_ptr<iwarp::Qp> engine; // created when the CM connects the QP
 
   // The connection (after the CM attached it; see qp_io.cpp).
   int fd = -1;
@@ -342,5 +348,12 @@ void explain(const char* what);
 struct ShimOps;
 // The shim's ops, once the provider registered with it (cm_attach.cpp); nullptr without one.
 const ShimOps* shim();
+
+// IB-style connect (ib_connect.cpp), qp->mu held: INIT -> RTR with an address vector asks the
+// shim for the connection (0 or an errno, explained); ib_cancel ends a wait (RESET, ERR,
+// destroy). ib_failed is the shim's report that it never came.
+int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask);
+void ib_cancel(Qp* qp);
+void ib_failed(std::uint32_t qp_num, int error, const char* reason) noexcept;
 
 } // namespace uiwarp

@@ -236,6 +236,13 @@ void Qp::flush() {
     recv_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
     pending_recv.pop_front();
   }
+  while (!pending_send.empty()) {
+    const iwarp::SendWr& w = pending_send.front();
+    iwarp::Completion c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Flushed,
+                                                  iwarp::completion_opcode(w.opcode), 0, false);
+    send_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
+    pending_send.pop_front();
+  }
 }
 
 void Qp::detach() {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Queue pairs and shared receive queues, with the kernel's iWARP semantics
-// (rdma-core-integration.md §4): a QP reaches RTS only through the CM, which
-// hands it a connected, MPA-negotiated socket; RTR and state-less modifies are
-// accepted (librdmacm issues them); SQD is a graceful close; IB addressing
-// attributes are refused, since iWARP has no INIT->RTR->RTS path.
+// (rdma-core-integration.md §4): a QP reaches RTS through the CM, which hands it a
+// connected, MPA-negotiated socket; RTR and state-less modifies are accepted (librdmacm
+// issues them); SQD is a graceful close. IB addressing attributes are accepted only for
+// uiwarp's IB-style connect (ib_connect.cpp): INIT -> RTR with the peer's GID and QPN.
 #include "provider.hpp"
 #include "verbs_wr.hpp"
 
@@ -17,12 +17,27 @@
 #include <new>
 #include <pthread.h>
 #include <shared_mutex>
+#include <sys/random.h>
+#include <unistd.h>
 
 namespace uiwarp {
 
 namespace {
 
-std::atomic<std::uint32_t> g_next_qpn{0x100}; // QPNs 0 and 1 mean something in IB
+// QPNs are 24 bits, drawn from a random start per process: IB-style connect tells QPs on one
+// host apart by number (ib_connect.hpp), as a kernel device's QPNs are unique per device.
+// 0 and 1 mean something in IB and are skipped.
+std::uint32_t next_qpn() {
+  static std::atomic<std::uint32_t> next{[] {
+    std::uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != sizeof r) r = static_cast<std::uint32_t>(::getpid()) << 8;
+    return r;
+  }()};
+  for (;;) {
+    std::uint32_t n = next.fetch_add(1, std::memory_order_relaxed) & 0xffffff;
+    if (n > 1) return n;
+  }
+}
 
 // Attributes that only make sense for IB address vectors and PSNs.
 constexpr int kIbPathAttrs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -109,7 +124,9 @@ Qp* new_qp(ibv_context* ibctx, const ibv_qp_init_attr_ex* a) {
     q.context = ibctx;
     q.send_cq = a->send_cq;
     q.recv_cq = a->recv_cq;
-    q.qp_num = g_next_qpn++;
+    do
+      q.qp_num = next_qpn();
+    while (registry().qps.count(q.qp_num));
     registry().qps[q.qp_num] = qp;
     join_cqs(qp);
   } catch (const std::bad_alloc&) {
@@ -221,7 +238,17 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
   std::lock_guard lock(qp->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
-  if ((mask & kIbPathAttrs) || ((mask & kIbTimerAttrs) && (mask & IBV_QP_STATE))) {
+  const bool to = mask & IBV_QP_STATE;
+  // IB-style connect: RTR names the peer, RTS brings the send side's IB attributes.
+  const bool ib_rtr_call = to && attr->qp_state == IBV_QPS_RTR &&
+                           (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) && qp->state == IBV_QPS_INIT;
+  const bool ib_rts_call = to && attr->qp_state == IBV_QPS_RTS && qp->ib_path &&
+                           !(mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH));
+  if (ib_rtr_call) {
+    if (qp->vqp.qp.qp_type != IBV_QPT_RC) return EINVAL;
+    if (int err = ib_rtr(qp, *attr, mask)) return err;
+  } else if (!ib_rts_call &&
+             ((mask & kIbPathAttrs) || ((mask & kIbTimerAttrs) && (mask & IBV_QP_STATE)))) {
     explain("iWARP QPs are connected by the RDMA CM (rdma_connect/rdma_accept), not by "
             "INIT->RTR->RTS with IB address attributes; run the program with its RDMA CM "
             "option (e.g. perftest -R)");
@@ -235,8 +262,11 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
     ibv_qp_state from = qp->state, to = attr->qp_state;
     switch (to) {
     case IBV_QPS_RESET:
+      ib_cancel(qp);
       qp->detach();
       qp->pending_recv.clear();
+      qp->pending_send.clear();
+      qp->ib_path = false;
       break;
     case IBV_QPS_INIT:
       if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
@@ -245,7 +275,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
       break;
     case IBV_QPS_RTS:
-      if (!qp->engine) {
+      if (qp->ib_pending && from != IBV_QPS_RTR && from != IBV_QPS_RTS) return EINVAL;
+      if (!qp->engine && !qp->ib_pending) {
         explain("a QP enters RTS only when the RDMA CM has connected it (iWARP)");
         return EINVAL;
       }
@@ -259,6 +290,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       qp->drive(Driver::Post);
       break;
     case IBV_QPS_ERR:
+      ib_cancel(qp);
       qp->flush();
       qp->after_io();
       break;
@@ -281,6 +313,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
   attr->qp_access_flags = qp->access;
   attr->cap = qp->cap;
   attr->port_num = 1;
+  if (qp->ib_path) attr->dest_qp_num = qp->ib_peer_qpn;
   if (qp->engine) {
     attr->max_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ord);
     attr->max_dest_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ird);
@@ -307,6 +340,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
   leave_cqs(qp); // no poll reaches it from now on
   {
     std::lock_guard lock(qp->mu);
+    ib_cancel(qp);
     qp->detach(); // nor the progress thread, once it has dropped its reference
   }
   pthread_mutex_destroy(&ibqp->mutex);

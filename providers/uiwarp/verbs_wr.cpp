@@ -96,7 +96,18 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
   case IBV_QPS_SQD:
   case IBV_QPS_SQE:
   case IBV_QPS_ERR: break;
+  case IBV_QPS_RTR:
+    // An IB-style QP in RTR already has (or is getting) its connection, full duplex as every
+    // iWARP one: perftest's ib_send_bw receiver sends its credits from RTR on iWARP devices.
+    if (qp->ib_path) break;
+    return EINVAL;
   default: return EINVAL; // the send queue is not active before RTS
+  }
+  if (!qp->engine && qp->ib_pending) {
+    // IB-style connect still under way: the Send waits for the connection (ib_connect.cpp).
+    if (qp->pending_send.size() >= qp->cap.max_send_wr) return ENOMEM;
+    qp->pending_send.push_back(wr);
+    return 0;
   }
   if (!qp->engine) {
     // In ERR with no connection: complete at once with a flush error.

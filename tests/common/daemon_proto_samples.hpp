@@ -76,6 +76,8 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
       {"status", Status{true}},
       {"status_line", StatusLine{"uiwarpd pid 1"}},
       {"status_end", StatusEnd{}},
+      {"ib_connect",
+       IbConnect{13, v4("10.0.0.1", 0), v6("2001:db8::2", 0), 0x1234, 0xabcdef, 4, 2, 5000, true}},
   };
 }
 

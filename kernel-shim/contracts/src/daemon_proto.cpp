@@ -169,6 +169,10 @@ template <class Io> void fields(Io& io, ResolveReply& m) {
 template <class Io> void fields(Io& io, Status& m) { io(m.connections_only); }
 template <class Io> void fields(Io& io, StatusLine& m) { io(m.text); }
 template <class Io> void fields(Io&, StatusEnd&) {}
+template <class Io> void fields(Io& io, IbConnect& m) {
+  io(m.id), io(m.local), io(m.peer), io(m.local_qpn), io(m.peer_qpn), io(m.ird), io(m.ord),
+      io(m.timeout_ms), io(m.initiator);
+}
 
 // The variant alternative with wire type `t` (index + 1), default-constructed.
 template <std::size_t I = 0> std::optional<Message> make(std::uint16_t t) {

@@ -20,8 +20,15 @@
 //   Reject   {token, pd}
 //   Resolve  {id, dst}                          ResolveReply {id, status, src, netdev/reason}
 //   Status   {connections_only}                 StatusLine   {text} ... StatusEnd
+//   IbConnect {id, local, peer, local_qpn,      ConnectReply {id, ...} + socket
+//              peer_qpn, ird, ord, timeout_ms,
+//              initiator} (+ socket: initiator)
+//   Unlisten {id}  also ends an IbConnect that is still waiting
 // (pd: private data.) The listening and connecting sockets are the program's own: it bound
 // them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects on them.
+// IbConnect (ib_connect.hpp): a QP moved to RTR with the peer's GID and QPN; the initiator's
+// uiwarpd connects the passed socket to the peer's ib-connect-port, the responder's waits for
+// that connection; either way ConnectReply {id} brings the connected socket (or the failure).
 #pragma once
 
 #include "iwarp/conn_params.hpp"
@@ -37,7 +44,7 @@
 namespace uiwarp::proto {
 
 // Raised whenever a message changes shape; both ends must agree exactly.
-inline constexpr std::uint32_t kVersion = 4;
+inline constexpr std::uint32_t kVersion = 5;
 inline constexpr std::size_t kMaxPacket = 4096;
 
 using Bytes = std::vector<std::uint8_t>;
@@ -123,10 +130,18 @@ struct StatusLine {
   std::string text;
 };
 struct StatusEnd {};
+struct IbConnect {
+  std::uint64_t id = 0;
+  sockaddr_storage local{}, peer{}; // the two GIDs' addresses (ports ignored)
+  std::uint32_t local_qpn = 0, peer_qpn = 0;
+  std::uint32_t ird = 0, ord = 0;
+  std::uint32_t timeout_ms = 0; // how long to wait for (or retry) the peer
+  bool initiator = false;       // ib::role(): this side opens the connection
+};
 
 using Message = std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect,
                              ConnectReply, ConnRequest, Accept, AcceptReply, Reject, Resolve,
-                             ResolveReply, Status, StatusLine, StatusEnd>;
+                             ResolveReply, Status, StatusLine, StatusEnd, IbConnect>;
 
 // A message as it travels: the socket beside it, if any, is owned by the receiver (-1: none).
 struct Packet {

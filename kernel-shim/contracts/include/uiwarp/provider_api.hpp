@@ -11,20 +11,35 @@
 //   shim -> provider   attach(qp_num, socket, ConnParams)  a connected, negotiated socket
 //                      disconnect(qp_num)                  rdma_disconnect
 //   provider -> shim   qp_event(qp_num, event, reason)     the connection ended
+//   provider -> shim   ib_connect(qp_num, IbTarget)         IB-style connect (ib_connect.hpp):
+//                                                       the QP went to RTR with an address
+//                                                       vector; attach() or ib_failed() follows
+//                      ib_cancel(qp_num)                    the QP left RTR/RTS or was destroyed
+//   shim -> provider   ib_failed(qp_num, errno, reason)     the peer never came (QP to ERR)
 #pragma once
 
 #include "iwarp/conn_params.hpp"
 
 #include <cstdint>
+#include <sys/socket.h>
 
 namespace uiwarp {
 
 // Raised whenever anything below changes shape.
-inline constexpr std::uint32_t kProviderAbi = 4;
+inline constexpr std::uint32_t kProviderAbi = 5;
 
 enum class QpEvent : std::uint32_t {
   Disconnected = 1, // graceful close finished, or the peer closed
   Error = 2,        // Terminate sent or received, or the connection lost
+};
+
+// A QP's IB-style connect: its GID's and the peer GID's addresses (ib::gid_address), both
+// QPNs, the QP's IRD (max_dest_rd_atomic) and ORD, and whether it opens the connection.
+struct IbTarget {
+  sockaddr_storage local{}, peer{};
+  std::uint32_t local_qpn = 0, peer_qpn = 0;
+  std::uint32_t ird = 0, ord = 0;
+  bool initiator = false;
 };
 
 struct ProviderOps {
@@ -35,11 +50,18 @@ struct ProviderOps {
   int (*attach)(std::uint32_t qp_num, int fd, const iwarp::ConnParams& params) noexcept;
   // rdma_disconnect: graceful close of the QP's connection (ENOTCONN: none).
   int (*disconnect)(std::uint32_t qp_num) noexcept;
+  // IB-style connect failed (no peer in time, refused, uiwarpd gone): the QP goes to ERR, its
+  // work requests flush, and IBV_EVENT_QP_FATAL reports it.
+  void (*ib_failed)(std::uint32_t qp_num, int error, const char* reason) noexcept;
 };
 
 struct ShimOps {
   std::uint32_t abi; // kProviderAbi
   void (*qp_event)(std::uint32_t qp_num, QpEvent event, const char* reason) noexcept;
+  // 0 (attach() or ib_failed() follows, from another thread) or an errno, with the reason
+  // logged (ENOTCONN: no uiwarpd).
+  int (*ib_connect)(std::uint32_t qp_num, const IbTarget& target) noexcept;
+  void (*ib_cancel)(std::uint32_t qp_num) noexcept;
 };
 
 // The shim's entry point, as the provider looks it up with dlsym(RTLD_DEFAULT, ...).
