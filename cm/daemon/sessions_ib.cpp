@@ -74,7 +74,7 @@ bool Sessions::ib_match(SockId sock, Session& s, std::vector<IbWait>::iterator w
   s.id = w->id;
   s.ib_waiting = false;
   s.accepted = true;
-  s.mpa->accept({}, w->ird, w->ord);
+  s.mpa->accept({}, w->ird ? w->ird : policy_.mpa.ird, w->ord ? w->ord : policy_.mpa.ord);
   s.until = now + kDrainTimeout;
   ib_waits_.erase(w);
   actions_.push_back(Flush{sock});

@@ -71,7 +71,10 @@ int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask) {
   t.peer = *peer;
   t.local_qpn = me;
   t.peer_qpn = attr.dest_qp_num;
-  t.ird = (mask & IBV_QP_MAX_DEST_RD_ATOMIC) ? attr.max_dest_rd_atomic : 0; // 0: uiwarpd's
+  // IRD as the program set it (0: uiwarpd's default). Its ORD comes only with RTS, so the
+  // connection offers the most this device allows, and the peer's IRD bounds it (RFC 6581 §9.1).
+  t.ird = (mask & IBV_QP_MAX_DEST_RD_ATOMIC) ? attr.max_dest_rd_atomic : 0;
+  t.ord = Limits::kMaxOrdIrd;
   t.initiator = *role == ib::Role::Initiator;
   if (int err = ops->ib_connect(me, t)) return err;
   qp->ib_pending = true;
