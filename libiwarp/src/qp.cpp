@@ -20,6 +20,7 @@ std::string_view wc_status_name(WcStatus s) {
   case WcStatus::RemoteAccess: return "remote access error";
   case WcStatus::RemoteOperation: return "remote operation error";
   case WcStatus::Fatal: return "fatal error";
+  case WcStatus::MwBind: return "memory window bind error";
   }
   return "?";
 }
@@ -31,6 +32,8 @@ WcOpcode completion_opcode(WrOpcode op) {
   case WrOpcode::RdmaRead: return WcOpcode::RdmaRead;
   case WrOpcode::AtomicFetchAdd: return WcOpcode::FetchAdd;
   case WrOpcode::AtomicCompareSwap: return WcOpcode::CompareSwap;
+  case WrOpcode::BindWindow: return WcOpcode::BindWindow;
+  case WrOpcode::LocalInvalidate: return WcOpcode::LocalInvalidate;
   default: return WcOpcode::Send;
   }
 }

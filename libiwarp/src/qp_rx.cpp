@@ -284,7 +284,8 @@ std::optional<TermCode> Qp::check_untagged() {
     if (!w->resolved) {
       for (const Sge& s : w->wr.sgl) {
         if (s.length == 0) continue;
-        auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, access::kLocalWrite);
+        auto r =
+            mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, access::kLocalWrite, true);
         if (r.error) {
           // A local error: the buffer's WR fails, the connection with it.
           w->error =
@@ -427,6 +428,10 @@ std::optional<TermCode> Qp::deliver_send() {
       if (*err == MemError::InvalidStag)
         return reject(term::rdmap_invalid_stag,
                       "Send with Invalidate names an invalid STag in " + describe(seg_));
+      if (*err == MemError::Permanent)
+        return reject(term::rdmap_stag_cannot_invalidate,
+                      "Send with Invalidate names a type 1 memory window (C-07) in " +
+                          describe(seg_));
       return reject(term::rdmap_stag_cannot_invalidate,
                     "Send with Invalidate names an STag of another PD or stream in " +
                         describe(seg_));

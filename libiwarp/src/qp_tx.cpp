@@ -21,7 +21,7 @@ std::optional<WcStatus> Qp::resolve_local(const Sgl& sgl, std::uint32_t need, Pi
   total = 0;
   for (const Sge& s : sgl) {
     if (s.length == 0) continue;
-    auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, need);
+    auto r = mem_.resolve(s.lkey, cfg_.pd, cfg_.qp_id, s.addr, s.length, need, true);
     if (r.error)
       return *r.error == MemError::Access ? WcStatus::LocalAccess : WcStatus::LocalProtection;
     out.emplace_back(r.host, s.length);
@@ -50,6 +50,41 @@ void Qp::queue_terminate(const TerminateHeader& t) {
   f.owned_off = 0;
   f.is_terminate = true;
   terminate_queued_ = true;
+}
+
+bool Qp::run_local_operation(SqEntry& e) {
+  const SendWr& wr = e.wr;
+  const bool bind = wr.opcode == WrOpcode::BindWindow;
+  auto err = bind ? mem_.bind({wr.invalidate_stag, wr.remote_stag, wr.bind_region, wr.bind_addr,
+                               wr.bind_length, wr.bind_access, cfg_.pd, cfg_.qp_id})
+                  : mem_.invalidate_local(wr.invalidate_stag, cfg_.pd);
+  e.done = true;
+  ++sq_next_;
+  if (err) {
+    // A local error that ends the stream, as a bad local SGE does.
+    e.status = bind ? WcStatus::MwBind : WcStatus::LocalProtection;
+    terminate(term::rdmap_local_catastrophic,
+              "work request " + std::to_string(wr.wr_id) +
+                  (bind ? ": memory window bind: " : ": local invalidate: ") +
+                  std::string(mem_error_name(*err)),
+              false, false);
+    return false;
+  }
+  complete_sq();
+  return true;
+}
+
+bool Qp::run_local_operations() {
+  for (;;) {
+    while (sq_next_ < sq_.size() && sq_[sq_next_].done)
+      ++sq_next_;
+    // Binds and Local Invalidates take effect when the send queue reaches them (after the
+    // messages of earlier work requests have started; with a fence, after their Reads).
+    if (sq_next_ == sq_.size() || !is_local_operation(sq_[sq_next_].wr.opcode) ||
+        (sq_[sq_next_].wr.fence && !orq_.empty()))
+      return true;
+    if (!run_local_operation(sq_[sq_next_])) return false;
+  }
 }
 
 bool Qp::start_next_message() {
@@ -86,9 +121,8 @@ bool Qp::start_next_message() {
   // Alternate between inbound Read Responses and our own send queue, so that
   // neither starves the other (ORD-09 lets responses overtake later messages).
   // WRs posted after close() were completed (flushed) at once: never send them.
-  while (sq_next_ < sq_.size() && sq_[sq_next_].done)
-    ++sq_next_;
-  bool sq_ready = sq_next_ < sq_.size();
+  if (!run_local_operations()) return false;
+  bool sq_ready = sq_next_ < sq_.size() && !is_local_operation(sq_[sq_next_].wr.opcode);
   if (sq_ready) {
     const SqEntry& e = sq_[sq_next_];
     bool is_req = e.wr.opcode == WrOpcode::RdmaRead || e.wr.opcode == WrOpcode::AtomicFetchAdd ||
@@ -135,7 +169,6 @@ bool Qp::start_next_message() {
               false, false);
     return false;
   };
-
   std::uint64_t total = 0;
   if (wr.is_inline) {
     m.payload.emplace_back(wr.inline_data.data(), wr.inline_data.size());
@@ -219,6 +252,8 @@ bool Qp::start_next_message() {
     ++sq_next_;
     break;
   }
+  case WrOpcode::BindWindow:
+  case WrOpcode::LocalInvalidate: return false; // never here: run_local_operation
   case WrOpcode::AtomicFetchAdd:
   case WrOpcode::AtomicCompareSwap: {
     Outstanding o(&e);
@@ -277,6 +312,8 @@ void Qp::segment_payload(TxMsg& m, std::size_t max, Pieces& out) {
 
 bool Qp::build_frame() {
   if (state_ != QpState::Rts && state_ != QpState::Closing) return false;
+  // Local operations put nothing on the wire: they need not wait for the first FPDU.
+  if (!cur_ && !run_local_operations()) return false;
   if (!tx_allowed_) return false; // RFC 5044 §7.1.2 r4, HX-018
   if (!cur_ && !start_next_message()) return false;
   if (!cur_) return false; // the message failed locally

@@ -316,7 +316,9 @@ int dealloc_pd(ibv_pd*) noexcept;
 ibv_mr* reg_mr(ibv_pd*, void*, size_t, uint64_t, int) noexcept;
 int rereg_mr(verbs_mr*, int, ibv_pd*, void*, size_t, int) noexcept;
 int dereg_mr(verbs_mr*) noexcept;
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) noexcept;
+ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) noexcept; // verbs_mw.cpp
+int dealloc_mw(ibv_mw*) noexcept;
+int bind_mw(ibv_qp*, ibv_mw*, ibv_mw_bind*) noexcept;
 
 ibv_cq* create_cq(ibv_context*, int, ibv_comp_channel*, int) noexcept;
 ibv_cq_ex* create_cq_ex(ibv_context*, ibv_cq_init_attr_ex*) noexcept;

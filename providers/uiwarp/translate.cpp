@@ -10,7 +10,7 @@ namespace uiwarp {
 
 namespace {
 
-constexpr std::array<ibv_wc_status, 11> kStatus = {
+constexpr std::array<ibv_wc_status, 12> kStatus = {
     IBV_WC_SUCCESS,         // Success
     IBV_WC_LOC_LEN_ERR,     // LocalLength
     IBV_WC_LOC_QP_OP_ERR,   // LocalQpOperation
@@ -22,18 +22,21 @@ constexpr std::array<ibv_wc_status, 11> kStatus = {
     IBV_WC_REM_ACCESS_ERR,  // RemoteAccess
     IBV_WC_REM_OP_ERR,      // RemoteOperation
     IBV_WC_FATAL_ERR,       // Fatal
+    IBV_WC_MW_BIND_ERR,     // MwBind
 };
-static_assert(static_cast<std::size_t>(iwarp::WcStatus::Fatal) + 1 == kStatus.size());
+static_assert(static_cast<std::size_t>(iwarp::WcStatus::MwBind) + 1 == kStatus.size());
 
-constexpr std::array<ibv_wc_opcode, 6> kOpcode = {
+constexpr std::array<ibv_wc_opcode, 8> kOpcode = {
     IBV_WC_SEND,       // Send
     IBV_WC_RDMA_WRITE, // RdmaWrite
     IBV_WC_RDMA_READ,  // RdmaRead
     IBV_WC_COMP_SWAP,  // CompareSwap
     IBV_WC_FETCH_ADD,  // FetchAdd
     IBV_WC_RECV,       // Recv
+    IBV_WC_BIND_MW,    // BindWindow
+    IBV_WC_LOCAL_INV,  // LocalInvalidate
 };
-static_assert(static_cast<std::size_t>(iwarp::WcOpcode::Recv) + 1 == kOpcode.size());
+static_assert(static_cast<std::size_t>(iwarp::WcOpcode::LocalInvalidate) + 1 == kOpcode.size());
 
 } // namespace
 

@@ -106,7 +106,9 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   o.hw_ver = 0;
   o.max_qp = Limits::kMaxQp;
   o.max_qp_wr = Limits::kMaxQpWr;
-  o.device_cap_flags = IBV_DEVICE_SRQ_RESIZE;
+  // Memory windows of type 1 and 2B (bound to the QP that binds them; verbs_mw.cpp).
+  o.device_cap_flags =
+      IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   o.max_sge = Limits::kMaxSge;
   o.max_sge_rd = Limits::kMaxSge;
   o.max_cq = Limits::kMaxCq;
@@ -119,7 +121,7 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   // RFC 7306 atomics, on connections to uiwarp peers (a uiwarp extension): atomic toward every
   // other Atomic on this device, whichever QP carries it (libiwarp/src/atomic_exec.cpp).
   o.atomic_cap = IBV_ATOMIC_HCA;
-  o.max_mw = 0;
+  o.max_mw = Limits::kMaxMr; // windows and regions share the STag space
   o.max_srq = Limits::kMaxSrq;
   o.max_srq_wr = Limits::kMaxSrqWr;
   o.max_srq_sge = Limits::kMaxSge;

@@ -49,6 +49,7 @@ std::uint32_t to_iwarp_access(int a) {
   if (a & IBV_ACCESS_REMOTE_READ) r |= iwarp::access::kRemoteRead;
   if (a & IBV_ACCESS_REMOTE_ATOMIC) r |= iwarp::access::kRemoteAtomic;
   if (a & IBV_ACCESS_ZERO_BASED) r |= iwarp::access::kZeroBased;
+  if (a & IBV_ACCESS_MW_BIND) r |= iwarp::access::kMwBind;
   return r;
 }
 
@@ -149,6 +150,10 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
   std::lock_guard lock(ctx->mu);
   std::optional<iwarp::MemoryRegion> old = ctx->mem.lookup(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
+  if (ctx->mem.has_windows(m.lkey)) {
+    errno = EBUSY; // a bound window exposes the old translation
+    return IBV_REREG_MR_ERR_INPUT;
+  }
   std::uint64_t base =
       (new_access & IBV_ACCESS_ZERO_BASED)
           ? 0
@@ -176,19 +181,13 @@ int dereg_mr(verbs_mr* vmr) noexcept {
   Context* ctx = Context::of(vmr->ibv_mr.context);
   {
     std::lock_guard lock(ctx->mu);
+    if (ctx->mem.has_windows(vmr->ibv_mr.lkey)) return EBUSY; // a bound window exposes it
     if (!ctx->mem.remove(vmr->ibv_mr.lkey)) return EINVAL;
     --ctx->mrs;
   }
   --pd_of(vmr->ibv_mr.pd)->users;
   delete mr;
   return 0;
-}
-
-ibv_mw* alloc_mw(ibv_pd*, ibv_mw_type) noexcept {
-  // Memory windows need bind ordering with the send queue that libiwarp does
-  // not provide yet; say so rather than hand out a window that does not bind.
-  errno = EOPNOTSUPP;
-  return nullptr;
 }
 
 } // namespace uiwarp

@@ -21,6 +21,19 @@ bool is_atomic(iwarp::WrOpcode op) {
 }
 } // namespace
 
+namespace {
+// A Bind or Local Invalidate: the flags, and no data.
+int fill_flags(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
+  out.signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
+  out.solicited = false;
+  out.fence = wr->send_flags & IBV_SEND_FENCE;
+  out.sgl.clear();
+  out.inline_data.clear();
+  out.is_inline = false;
+  return 0;
+}
+} // namespace
+
 int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   out.wr_id = wr->wr_id;
   out.remote_stag = 0;
@@ -48,6 +61,18 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
     out.compare_add = wr->wr.atomic.compare_add;
     out.swap = wr->wr.atomic.swap;
     break;
+  // Memory windows (verbs_mw.cpp): a type 2 window's Bind, and Local Invalidate.
+  case IBV_WR_BIND_MW:
+    if (!wr->bind_mw.mw || wr->bind_mw.mw->type != IBV_MW_TYPE_2 ||
+        wr->bind_mw.mw->pd != qp->vqp.qp.pd)
+      return EINVAL;
+    return to_window_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, out)
+               ? EINVAL
+               : fill_flags(qp, wr, out);
+  case IBV_WR_LOCAL_INV:
+    out.opcode = iwarp::WrOpcode::LocalInvalidate;
+    out.invalidate_stag = wr->invalidate_rkey;
+    return fill_flags(qp, wr, out);
   default:
     explain(wr->opcode == IBV_WR_SEND_WITH_IMM
                 ? "SEND_WITH_IMM: RFC 7306 has Immediate Data only after an RDMA Write "

@@ -70,7 +70,8 @@ TEST_CASE_METHOD(Fixture, "ibv_query_device: the limits uiwarp advertises", "[ve
   CHECK(a.max_qp_rd_atom == kMaxOrdIrd);
   CHECK(a.max_qp_init_rd_atom == kMaxOrdIrd);
   CHECK(a.atomic_cap == IBV_ATOMIC_HCA); // RFC 7306, between uiwarp peers
-  CHECK(a.max_mw == 0);
+  CHECK(a.max_mw == a.max_mr);           // windows share the STag space with regions
+  CHECK((a.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B));
   CHECK(a.max_srq == kMaxSrq);
   CHECK(a.max_srq_wr == kMaxSrqWr);
   CHECK(a.max_srq_sge == kMaxSge);
@@ -168,14 +169,19 @@ TEST_CASE_METHOD(Fixture, "ibv_query_gid_ex / ibv_query_gid_table: the GID table
   CHECK(ibv_query_gid_ex(ctx, 2, 0, &none, 0) != 0); // no port 2
 }
 
-TEST_CASE("ibv_alloc_mw: memory windows are EOPNOTSUPP", "[verbs][device]") {
+TEST_CASE("ibv_alloc_mw: both types, unbound, each with its own rkey; a PD in use stays",
+          "[verbs][device]") {
   Fixture f;
-  errno = 0;
-  CHECK(ibv_alloc_mw(f.pd, IBV_MW_TYPE_1) == nullptr);
-  CHECK(errno == EOPNOTSUPP);
-  errno = 0;
-  CHECK(ibv_alloc_mw(f.pd, IBV_MW_TYPE_2) == nullptr);
-  CHECK(errno == EOPNOTSUPP);
+  ibv_mw* m1 = ibv_alloc_mw(f.pd, IBV_MW_TYPE_1);
+  ibv_mw* m2 = ibv_alloc_mw(f.pd, IBV_MW_TYPE_2);
+  REQUIRE((m1 && m2));
+  CHECK(m1->type == IBV_MW_TYPE_1);
+  CHECK(m2->type == IBV_MW_TYPE_2);
+  CHECK(m1->rkey != m2->rkey);
+  CHECK(m1->pd == f.pd);
+  CHECK(ibv_dealloc_pd(f.pd) == EBUSY);
+  CHECK(ibv_dealloc_mw(m1) == 0);
+  CHECK(ibv_dealloc_mw(m2) == 0);
 }
 
 // ---- protection domains ------------------------------------------------------------

@@ -53,7 +53,14 @@ enum class WrOpcode : std::uint8_t {
   ImmediateData,  // RFC 7306 §6
   AtomicFetchAdd, // RFC 7306 §5
   AtomicCompareSwap,
+  BindWindow,      // a memory window bind (memory.hpp WindowBind); nothing on the wire
+  LocalInvalidate, // invalidate_stag becomes invalid; nothing on the wire
 };
+
+// Work requests that change the STag table in send-queue order and send nothing.
+constexpr bool is_local_operation(WrOpcode op) {
+  return op == WrOpcode::BindWindow || op == WrOpcode::LocalInvalidate;
+}
 
 // The RFC 7306 work requests: only on a connection that negotiated it (QpConfig::rfc7306).
 constexpr bool is_rfc7306(WrOpcode op) {
@@ -70,10 +77,14 @@ struct SendWr {
   Sgl sgl;
   StaticVector<std::byte, kMaxInline> inline_data; // used instead of sgl when non-empty
   bool is_inline = false;
-  std::uint32_t remote_stag = 0; // rkey
-  std::uint64_t remote_addr = 0; // remote TO
-  std::uint32_t invalidate_stag = 0;
-  std::uint64_t immediate = 0; // Immediate Data (8 octets)
+  std::uint32_t remote_stag = 0;     // rkey
+  std::uint64_t remote_addr = 0;     // remote TO
+  std::uint32_t invalidate_stag = 0; // Send with Invalidate, Local Invalidate; a Bind's window
+  // BindWindow: the window's new STag is remote_stag; it exposes this range of a region.
+  std::uint32_t bind_region = 0;
+  std::uint64_t bind_addr = 0, bind_length = 0;
+  std::uint32_t bind_access = 0; // access:: remote rights, kZeroBased
+  std::uint64_t immediate = 0;   // Immediate Data (8 octets)
   std::uint64_t compare_add = 0;
   std::uint64_t swap = 0;
 };
@@ -95,6 +106,7 @@ enum class WcStatus : std::uint8_t {
   RemoteAccess,         // peer: STag/bounds/rights violation
   RemoteOperation,      // peer: other remote operation error
   Fatal,                // connection lost / local catastrophic
+  MwBind,               // a memory window bind that the table refused
 };
 std::string_view wc_status_name(WcStatus s);
 
@@ -105,6 +117,8 @@ enum class WcOpcode : std::uint8_t {
   CompareSwap,
   FetchAdd,
   Recv,
+  BindWindow,
+  LocalInvalidate,
 };
 
 // The completion opcode a send-queue work request reports.
@@ -350,6 +364,8 @@ private:
 
   // qp_tx.cpp
   bool start_next_message();
+  bool run_local_operation(SqEntry& e); // a Bind or Local Invalidate: false on an error
+  bool run_local_operations();          // those at the head of the send queue
   bool build_frame();
   std::optional<WcStatus> resolve_local(const Sgl& sgl, std::uint32_t need, Pieces& out,
                                         std::uint64_t& total);

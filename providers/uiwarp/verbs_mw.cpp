@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// Memory windows (RFC 5040 §2.1; the IB verbs' type 1 and type 2B): an STag of their own over
+// part of a registered region, with rights of their own (iwarp::MemoryTable). A window is
+// bound by a work request in send-queue order: ibv_bind_mw for type 1 (this file),
+// IBV_WR_BIND_MW for type 2 (verbs_wr.cpp), and the engine applies it when the queue reaches
+// it (iwarp::Qp::run_local_operation). A type 2 window is tied to the QP that bound it and is
+// freed again by IBV_WR_LOCAL_INV or a peer's Send with Invalidate; a type 1 window is
+// rebound at will and never invalidated by a peer. Siw has none of this.
+#include "provider.hpp"
+#include "verbs_wr.hpp"
+
+#include <cerrno>
+#include <new>
+
+namespace uiwarp {
+
+namespace {
+
+struct Mw {
+  ibv_mw ibv; // first: a downcast is a cast
+  std::uint32_t pd_id = 0;
+};
+
+} // namespace
+
+ibv_mw* alloc_mw(ibv_pd* ibpd, ibv_mw_type type) noexcept {
+  if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  Pd* pd = pd_of(ibpd);
+  Context* ctx = Context::of(ibpd->context);
+  auto* mw = new (std::nothrow) Mw{};
+  if (!mw) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  const std::uint32_t stag = ctx->mem.add_window(
+      pd->id, type == IBV_MW_TYPE_1 ? iwarp::StagKind::Window1 : iwarp::StagKind::Window2);
+  if (!stag) {
+    delete mw;
+    errno = ENOMEM;
+    return nullptr;
+  }
+  ++pd->users;
+  mw->pd_id = pd->id;
+  mw->ibv.context = ibpd->context;
+  mw->ibv.pd = ibpd;
+  mw->ibv.rkey = stag;
+  mw->ibv.handle = stag >> 8;
+  mw->ibv.type = type;
+  return &mw->ibv;
+}
+
+int dealloc_mw(ibv_mw* ibmw) noexcept {
+  auto* mw = reinterpret_cast<Mw*>(ibmw);
+  Context* ctx = Context::of(ibmw->context);
+  if (!ctx->mem.remove_window(ibmw->rkey)) return EINVAL;
+  --pd_of(ibmw->pd)->users;
+  delete mw;
+  return 0;
+}
+
+int to_window_bind(const ibv_mw* mw, std::uint32_t new_rkey, const ibv_mw_bind_info& info,
+                   iwarp::SendWr& out) {
+  constexpr int kWindowAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+  if (!mw || (info.mw_access_flags & ~kWindowAccess) || (!info.mr && info.length) ||
+      (info.mr && info.mr->context != mw->context))
+    return EINVAL;
+  out.opcode = iwarp::WrOpcode::BindWindow;
+  out.invalidate_stag = mw->rkey;
+  out.remote_stag = new_rkey;
+  out.bind_region = info.mr ? info.mr->lkey : 0;
+  out.bind_addr = info.addr;
+  out.bind_length = info.length;
+  out.bind_access = to_iwarp_access(static_cast<int>(info.mw_access_flags));
+  return 0;
+}
+
+// ibv_bind_mw (type 1): a Bind work request on `ibqp`'s send queue; the window's rkey is the
+// new one from now on (its key octet incremented, as ibv_inc_rkey does), usable by the peer
+// once the Bind has completed.
+int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* b) noexcept {
+  if (!b || mw->type != IBV_MW_TYPE_1 || mw->pd != ibqp->pd) return EINVAL;
+  Qp* qp = Qp::of(ibqp);
+  const std::uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
+  iwarp::SendWr w;
+  w.wr_id = b->wr_id;
+  w.signaled = qp->sq_sig_all || (b->send_flags & IBV_SEND_SIGNALED);
+  w.fence = b->send_flags & IBV_SEND_FENCE;
+  if (int err = to_window_bind(mw, new_rkey, b->bind_info, w)) return err;
+  std::lock_guard lock(qp->mu);
+  int err = submit_send(qp, w);
+  qp->drive(Driver::Post);
+  if (!err) mw->rkey = new_rkey;
+  return err;
+}
+
+} // namespace uiwarp
