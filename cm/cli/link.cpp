@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// uiwarp link add NAME netdev DEV [type uiwarp]
+// uiwarp link add NAME netdev DEV [type uiwarp] [KEY VALUE]...   (MPA policy overrides)
 // uiwarp link del NAME
 // uiwarp link show [NAME]
 //
@@ -9,6 +9,7 @@
 // the default device uiwarp0 on lo is in effect. add/del also refresh the generated sysfs tree
 // (uiwarp-run does so anyway on each start).
 #include "commands.hpp"
+#include "config.hpp"
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 
@@ -54,7 +55,7 @@ template <class Change> int edit_links(const Change& change) {
 }
 
 int link_add(const std::string& name, const std::vector<std::string>& args) {
-  std::string err, netdev;
+  std::string err, netdev, mpa;
   if (!valid_link_name(name, &err)) return error(err);
   if (args.size() % 2) return error("expected 'netdev DEV' after the name");
   for (size_t i = 0; i < args.size(); i += 2) {
@@ -63,9 +64,14 @@ int link_add(const std::string& name, const std::vector<std::string>& args) {
     } else if (args[i] == "type") {
       if (args[i + 1] != "uiwarp") return error("type must be uiwarp, not " + args[i + 1]);
     } else {
-      return error("unknown keyword '" + args[i] + "' (expected netdev or type)");
+      // An MPA policy key of uiwarpd.conf, for this device's connections (uiwarp(8)).
+      mpa += (mpa.empty() ? "" : " ") + args[i] + "=" + args[i + 1];
     }
   }
+  iwarp::MpaPolicy check;
+  if (std::string why; !daemon::apply_mpa_overrides(mpa, check, &why))
+    return error(why + " (expected netdev, type, or an MPA policy key: mpa-revision, crc, "
+                       "markers, p2p, rtr, permissive, startup-timeout-ms, ird, ord)");
   if (netdev.empty()) return error("netdev DEV is required");
   if (!query_netdev(netdev, &err)) return error(err);
 
@@ -74,7 +80,7 @@ int link_add(const std::string& name, const std::vector<std::string>& args) {
       if (l.name == name) return "link " + name + " already exists";
       if (l.netdev == netdev) return "netdev " + netdev + " already has link " + l.name;
     }
-    links.push_back(Link{name, netdev});
+    links.push_back(Link{name, netdev, mpa});
     return "";
   });
 }
@@ -105,8 +111,9 @@ int link_show(const std::string& only) {
     std::string nerr;
     auto nd = query_netdev(l.netdev, &nerr);
     const bool active = nd && nd->port_active();
-    std::printf("link %s/1 state %s physical_state %s netdev %s%s\n", l.name.c_str(),
+    std::printf("link %s/1 state %s physical_state %s netdev %s%s%s%s\n", l.name.c_str(),
                 active ? "ACTIVE" : "DOWN", active ? "LINK_UP" : "DISABLED", l.netdev.c_str(),
+                l.mpa.empty() ? "" : " mpa ", l.mpa.c_str(),
                 !nd          ? " (netdev not found)"
                 : is_default ? " (default)"
                              : "");
@@ -125,7 +132,7 @@ void add_link_commands(CLI::App& app, Action& run) {
   auto add_args = std::make_shared<std::vector<std::string>>();
   CLI::App* add = link->add_subcommand("add", "Add a device: uiwarp link add NAME netdev DEV");
   add->add_option("name", *add_name, "Device name, uiwarp followed by letters/digits")->required();
-  add->add_option("args", *add_args, "netdev DEV [type uiwarp]")->required();
+  add->add_option("args", *add_args, "netdev DEV [type uiwarp] [KEY VALUE]...")->required();
   add->callback([&run, add_name, add_args] {
     run = [add_name, add_args] { return link_add(*add_name, *add_args); };
   });

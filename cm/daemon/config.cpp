@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "config.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <functional>
@@ -115,6 +116,32 @@ void add_policy_options(CLI::App& app, Config& cfg) {
            "policy: " + key + " (see uiwarpd.conf)")
         ->group("MPA policy");
   }
+}
+
+bool apply_mpa_overrides(const std::string& text, iwarp::MpaPolicy& mpa, std::string* err) {
+  Config c;
+  c.mpa = mpa;
+  std::istringstream in(text);
+  for (std::string item; in >> item;) {
+    const auto eq = item.find('=');
+    std::string key = item.substr(0, eq),
+                value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (std::find(std::begin(kMpaOverrideKeys), std::end(kMpaOverrideKeys), key) ==
+        std::end(kMpaOverrideKeys)) {
+      *err = "'" + key + "' is not an MPA policy key a device or connection may set";
+      return false;
+    }
+    // CRC: whoever asks gets it (RFC 5044 §7.1.2), so "required" is asking and "optional" is not.
+    if (key == "crc" && value == "required") value = "on";
+    if (key == "crc" && value == "optional") value = "off";
+    if (key == "rtr" && value == "none") {
+      c.mpa.p2p = false;
+      continue;
+    }
+    if (!apply(c, key, value, err)) return false;
+  }
+  mpa = c.mpa;
+  return true;
 }
 
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err) {

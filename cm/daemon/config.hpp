@@ -62,6 +62,15 @@ struct Config {
 // --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms, --idle-exit-s,
 // --ib-connect-port.
 void add_policy_options(CLI::App& app, Config& cfg);
+// Per-device (uiwarp link add ... KEY VALUE) and per-connection (UIWARP_MPA_POLICY) overrides
+// of the MPA policy: "key=value ..." with the keys in kMpaOverrideKeys, as in uiwarpd.conf,
+// plus crc=required|optional (on|off) and rtr=none (p2p off). Applied over `mpa`; false with
+// *err naming the key or value.
+inline constexpr const char* kMpaOverrideKeys[] = {
+    "mpa-revision",       "crc", "markers", "p2p", "rtr", "permissive",
+    "startup-timeout-ms", "ird", "ord"};
+bool apply_mpa_overrides(const std::string& text, iwarp::MpaPolicy& mpa, std::string* err);
+
 // Reads `file` (a missing default file is fine) for the keys not given as flags.
 bool load_config(const std::string& file, Config& cfg, const CLI::App& app, std::string* err);
 // The same from a stream (`name` for messages, "name:line: ..."): `key = value` lines, '#'

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -52,6 +53,24 @@ sockaddr_storage local_addr(int fd) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   return a;
+}
+
+// The interface that has address `a` ("" if none): a wildcard listener's device policy.
+std::string netdev_of(const sockaddr_storage& a) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list)) return {};
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != a.ss_family) continue;
+    if (a.ss_family == AF_INET
+            ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+                  reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr
+            : !std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, 16))
+      name = i->ifa_name;
+  }
+  ::freeifaddrs(list);
+  return name;
 }
 
 std::uint32_t epoll_events(Interest i) {
@@ -417,7 +436,8 @@ void Daemon::accept_tcp(SockId listener) {
     int fd = s.get();
     sockaddr_storage local = local_addr(fd);
     socks_[fd] = {std::move(s), 0};
-    sessions_.on_incoming(listener, fd, local, peer, Clock::now());
+    sessions_.on_incoming(listener, fd, local, peer, Clock::now(),
+                          sessions_.wants_netdev(listener) ? netdev_of(local) : std::string());
     sync(fd);
   }
 }

@@ -4,8 +4,11 @@
 // hand-over, as a state machine over the event loop's socket and client handles.
 #include "sessions.hpp"
 
+#include "config.hpp"
+
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 
 namespace uiwarp::daemon {
 
@@ -35,11 +38,32 @@ std::string errno_text(int e) { return std::strerror(e); }
 void Sessions::on_listen(ClientId c, const proto::Listen& m, SockId sock,
                          const sockaddr_storage& addr) {
   proto::ListenReply r{m.id, 0, {}};
+  iwarp::MpaPolicy policy = policy_.mpa;
+  std::string why;
   if (sock < 0) {
     r.status = EINVAL;
     r.reason = "listen: the application passed no listening TCP socket";
+  } else if (!apply_mpa_overrides(m.policy, policy, &why)) {
+    r.status = EINVAL;
+    r.reason = "listen on " + proto::addr_string(addr) + ": MPA policy '" + m.policy + "': " + why;
+    actions_.push_back(Close{sock});
   } else {
-    listeners_[sock] = Listener{c, m.id, addr};
+    Listener l{c, m.id, addr, policy, {}};
+    std::istringstream lines(m.device_policies);
+    for (std::string line; r.status == 0 && std::getline(lines, line);) {
+      const std::string netdev = line.substr(0, line.find(' '));
+      const std::string device = line.size() > netdev.size() ? line.substr(netdev.size() + 1) : "";
+      iwarp::MpaPolicy p = policy_.mpa;
+      if (netdev.empty() || !apply_mpa_overrides(device, p, &why) ||
+          !apply_mpa_overrides(m.policy, p, &why)) {
+        r.status = EINVAL;
+        r.reason = "listen on " + proto::addr_string(addr) + ": MPA policy of " + netdev + " '" +
+                   device + "': " + why;
+        actions_.push_back(Close{sock});
+      }
+      l.by_netdev[netdev] = p;
+    }
+    if (r.status == 0) listeners_[sock] = std::move(l);
   }
   actions_.push_back(ToClient{c, std::move(r)});
 }
@@ -68,7 +92,8 @@ void Sessions::on_listener_closed(SockId sock) {
 }
 
 void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
-                           const sockaddr_storage& peer, Clock::time_point now) {
+                           const sockaddr_storage& peer, Clock::time_point now,
+                           const std::string& netdev) {
   auto l = listeners_.find(listener);
   if (l == listeners_.end()) {
     actions_.push_back(Close{sock});
@@ -82,7 +107,9 @@ void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage&
   s.ib = sock >= 0 && listener == ib_listener_;
   s.local = local;
   s.peer = peer;
-  s.mpa = iwarp::MpaStartup::responder(policy_.mpa, now);
+  auto dev = l->second.by_netdev.find(netdev);
+  s.policy = dev != l->second.by_netdev.end() ? dev->second : l->second.policy;
+  s.mpa = iwarp::MpaStartup::responder(s.policy, now);
   sessions_[sock] = std::move(s);
 }
 
@@ -91,6 +118,20 @@ void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage&
 void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int error,
                           Clock::time_point now, bool ib) {
   ++counters_.connects;
+  iwarp::MpaPolicy policy = policy_.mpa;
+  std::string why;
+  if (sock >= 0 && !error && !apply_mpa_overrides(m.policy, policy, &why)) {
+    ++counters_.connect_failed;
+    proto::ConnectReply r;
+    r.id = m.id;
+    r.status = EINVAL;
+    r.reason =
+        "connect to " + proto::addr_string(m.dst) + ": MPA policy '" + m.policy + "': " + why;
+    r.dst = m.dst;
+    actions_.push_back(ToClient{c, std::move(r)});
+    actions_.push_back(Close{sock});
+    return;
+  }
   if (sock < 0 || error) {
     ++counters_.connect_failed;
     proto::ConnectReply r;
@@ -113,7 +154,8 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   s.ord = static_cast<std::uint16_t>(m.ord);
   s.local = m.src;
   s.peer = m.dst;
-  s.until = now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout);
+  s.policy = policy;
+  s.until = now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy.timeout);
   sessions_[sock] = std::move(s);
 }
 
@@ -123,7 +165,7 @@ void Sessions::on_connected(SockId sock, const sockaddr_storage& local, Clock::t
   s->connecting = false;
   s->local = local;
   s->until.reset();
-  iwarp::MpaPolicy p = policy_.mpa;
+  iwarp::MpaPolicy p = s->policy;
   if (s->ird) p.ird = s->ird;
   if (s->ord) p.ord = s->ord;
   s->mpa = iwarp::MpaStartup::initiator(p, std::move(s->pd), now);
@@ -173,8 +215,8 @@ void Sessions::request_received(Session& s) {
     // nothing was negotiated, so the application decides. Report our own policy, not 0:
     // librdmacm's rdma_accept(NULL) caps the QP's ORD at the peer IRD reported here, and 0
     // would forbid every RDMA Read (rping's server fails).
-    r.ird = policy_.mpa.ord;
-    r.ord = policy_.mpa.ird;
+    r.ird = s.policy.ord;
+    r.ord = s.policy.ird;
   }
   s.notified = true;
   actions_.push_back(ToClient{s.client, std::move(r)});

@@ -108,14 +108,17 @@ public:
   // ---- inputs ----
 
   // Listen on `sock`, the client's listening TCP socket bound at `addr`; -1: the client passed
-  // none (the reply says so).
+  // none (the reply says so). m.policy (and a Connect's) overrides uiwarpd's MPA policy for
+  // the sessions that start there; one that does not parse is refused, naming the key.
   void on_listen(ClientId c, const proto::Listen& m, SockId sock, const sockaddr_storage& addr);
   void on_unlisten(ClientId c, const proto::Unlisten& m);
   // The listening socket no longer listens (its owner shut it down before its Unlisten).
   void on_listener_closed(SockId sock);
   // The loop accepted `sock` on listener `listener`: an MPA responder session.
+  // `netdev`: the interface that has `local` (a wildcard listener's device policy).
   void on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
-                   const sockaddr_storage& peer, Clock::time_point now);
+                   const sockaddr_storage& peer, Clock::time_point now,
+                   const std::string& netdev = {});
   // Connect: the loop has started connecting `sock` (the client's socket) to m.dst. -1: the
   // client passed no usable socket; `error`: connect() failed at once (errno). `ib`: an
   // IbConnect initiator (its Unlisten ends it).
@@ -128,6 +131,11 @@ public:
   // Whether the rendezvous listener is needed (a QP waits); the loop closes it when not, with
   // on_listener_closed.
   bool ib_listener_wanted() const { return !ib_waits_.empty(); }
+  // Whether on_incoming for `listener` needs the netdev of the local address.
+  bool wants_netdev(SockId listener) const {
+    auto it = listeners_.find(listener);
+    return it != listeners_.end() && !it->second.by_netdev.empty();
+  }
   SockId ib_listener() const { return ib_listener_; }
   // An active session's TCP connection is up; `local` is its address.
   void on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now);
@@ -168,6 +176,9 @@ private:
     ClientId client;
     std::uint64_t id; // the client's rdma_cm id
     sockaddr_storage addr;
+    iwarp::MpaPolicy policy; // uiwarpd's, with the Listen's overrides
+    // A wildcard listener: by netdev, uiwarpd's with that device's overrides, then the Listen's.
+    std::map<std::string, iwarp::MpaPolicy> by_netdev;
   };
   struct IbWait {
     ClientId client;
@@ -182,6 +193,7 @@ private:
     std::uint64_t id = 0;    // initiator: the client's connect id; responder: its listen id
     std::uint64_t token = 0; // responder: the handle Accept and Reject name
     std::optional<iwarp::MpaStartup> mpa;
+    iwarp::MpaPolicy policy;   // uiwarpd's, with the listener's or the Connect's overrides
     bool connecting = false;   // initiator: TCP connect in progress
     bool notified = false;     // responder: ConnRequest sent, awaiting Accept/Reject
     bool accepted = false;     // responder: Accept received, the Reply is being written

@@ -20,7 +20,7 @@ constexpr std::chrono::seconds kDrainTimeout{2}; // as sessions.cpp's
 
 void Sessions::on_ib_listen(SockId sock, const sockaddr_storage& addr) {
   ib_listener_ = sock;
-  listeners_[sock] = Listener{-1, 0, addr};
+  listeners_[sock] = Listener{-1, 0, addr, policy_.mpa, {}};
 }
 
 void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_point now) {
@@ -61,7 +61,7 @@ void Sessions::ib_request(SockId sock, Session& s, Clock::time_point now) {
     if (ib_match(sock, s, it, now)) return;
   s.notified = true; // nobody to ask: hold it (Hangup) until its QP waits, or the timeout
   s.ib_waiting = true;
-  s.until = now + policy_.mpa.timeout;
+  s.until = now + s.policy.timeout;
 }
 
 // Accepts the Request for waiting QP `w` if it is the one it names (and then forgets `w`).
@@ -74,7 +74,7 @@ bool Sessions::ib_match(SockId sock, Session& s, std::vector<IbWait>::iterator w
   s.id = w->id;
   s.ib_waiting = false;
   s.accepted = true;
-  s.mpa->accept({}, w->ird ? w->ird : policy_.mpa.ird, w->ord ? w->ord : policy_.mpa.ord);
+  s.mpa->accept({}, w->ird ? w->ird : s.policy.ird, w->ord ? w->ord : s.policy.ord);
   s.until = now + kDrainTimeout;
   ib_waits_.erase(w);
   actions_.push_back(Flush{sock});

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "uiwarp-mksysfs: %s\n", err.c_str());
       return 1;
     }
-    devices.push_back({name, std::move(*nd)});
+    devices.push_back({name, std::move(*nd), {}});
   }
   std::string err;
   if (!uiwarp::sysfs::write_tree(uiwarp::sysfs::build(devices, opt), out, &err)) {

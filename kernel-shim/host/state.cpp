@@ -143,11 +143,18 @@ bool read_links(const std::string& dir, std::vector<Link>* links, std::string* e
     if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     std::istringstream ls(line);
     Link l;
-    std::string extra;
+    std::string option;
     if (!(ls >> l.name)) continue; // blank
-    if (!(ls >> l.netdev) || (ls >> extra)) {
-      *err = path + ":" + std::to_string(lineno) + ": expected 'NAME NETDEV'";
+    if (!(ls >> l.netdev)) {
+      *err = path + ":" + std::to_string(lineno) + ": expected 'NAME NETDEV [KEY=VALUE...]'";
       return false;
+    }
+    while (ls >> option) {
+      if (option.find('=') == std::string::npos) {
+        *err = path + ":" + std::to_string(lineno) + ": expected KEY=VALUE, not '" + option + "'";
+        return false;
+      }
+      l.mpa += (l.mpa.empty() ? "" : " ") + option;
     }
     links->push_back(l);
   }
@@ -160,7 +167,7 @@ bool write_links(const std::string& dir, const std::vector<Link>& links, std::st
   {
     std::ofstream out(tmp, std::ios::trunc);
     for (const Link& l : links)
-      out << l.name << ' ' << l.netdev << '\n';
+      out << l.name << ' ' << l.netdev << (l.mpa.empty() ? "" : " ") << l.mpa << '\n';
     out.flush();
     if (!out) {
       *err = sys_error(tmp);
@@ -178,7 +185,7 @@ bool write_links(const std::string& dir, const std::vector<Link>& links, std::st
 
 std::vector<Link> effective_links(const std::vector<Link>& configured) {
   if (!configured.empty()) return configured;
-  return {Link{kDefaultLinkName, kDefaultLinkNetdev}};
+  return {Link{kDefaultLinkName, kDefaultLinkNetdev, {}}};
 }
 
 bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
@@ -198,7 +205,7 @@ bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
       warnings->push_back("device " + l.name + " left out: " + nerr);
       continue;
     }
-    devices.push_back(sysfs::Device{l.name, std::move(*nd)});
+    devices.push_back(sysfs::Device{l.name, std::move(*nd), l.mpa});
   }
   sysfs::Options opt;
   opt.netns_inode = current_netns_inode();

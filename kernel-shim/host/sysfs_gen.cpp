@@ -209,6 +209,7 @@ Tree build(const std::vector<Device>& devices, const Options& opt) {
     put(t, dev + "hw_rev", "0x0");
     put(t, dev + "board_id", "uiwarp");
     put(t, dev + "uiwarp_netdev", nd.name);
+    if (!d.mpa.empty()) put(t, dev + "uiwarp_mpa", d.mpa); // the shim passes it to uiwarpd
     // As a NIC's PCI device lists its netdev; rdma-core's tests find the interface (and from it
     // the IP address for their RDMA CM tests) here. The netdev's own sysfs directory is the
     // namespace's /sys/class/net/<nd>.

@@ -168,7 +168,9 @@ void Ucma::relisten() {
       Id* id = st.find(h);
       if (!id || !id->listening || id->sock < 0 || !daemon.connected()) continue;
       std::optional<proto::Packet> p;
-      if (!daemon.post(proto::Listen{h, id->src, id->backlog, id->tos}, id->sock))
+      if (!daemon.post(proto::Listen{h, id->src, id->backlog, id->tos,
+                                     mpa_overrides(id->dev, id->src), device_policies(id->src)},
+                       id->sock))
         p = daemon.await<proto::ListenReply>(h, lock);
       if (p && std::get<proto::ListenReply>(p->msg).status)
         log_error("uiwarpd refused the listener on " + proto::addr_string(id->src) + ": " +

@@ -256,7 +256,9 @@ int ucma_listen(const Cmd& cmd) {
   // this thread (the reader thread handles both in order, this thread wakes later).
   id->listening = id->iw = true;
   id->backlog = c.backlog;
-  int err = u.daemon.send(proto::Listen{c.id, id->src, c.backlog, id->tos}, id->sock);
+  int err = u.daemon.send(proto::Listen{c.id, id->src, c.backlog, id->tos,
+                                        mpa_overrides(id->dev, id->src), device_policies(id->src)},
+                          id->sock);
   std::optional<proto::Packet> p;
   if (!err) {
     p = u.daemon.await<proto::ListenReply>(c.id, cmd.lock);
@@ -281,6 +283,7 @@ int ucma_connect(const Cmd& cmd) {
   m.dst = id->dst;
   set_conn_param(m, c.conn_param);
   m.tos = id->tos;
+  m.policy = mpa_overrides(id->dev, id->src);
   if (id->sock < 0) return EINVAL;
   id->qp_num = c.conn_param.qp_num;
   id->connecting = id->iw = true;

@@ -23,8 +23,10 @@ std::vector<Device> devices() {
        std::filesystem::directory_iterator(std::string(sysfs) + "/class/infiniband", ec)) {
     Device d;
     d.name = e.path().filename();
-    std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid");
+    std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid"),
+        mpa(e.path() / "uiwarp_mpa");
     std::getline(nd, d.netdev);
+    std::getline(mpa, d.mpa);
     std::string text;
     std::getline(g, text);
     auto guid = parse_guid(text);
@@ -46,6 +48,21 @@ std::optional<Device> device_for(const sockaddr_storage& ip) {
     if (d.netdev == ifname) return d;
   if (is_loopback(ip)) return devs.front();
   return std::nullopt;
+}
+
+std::string device_policies(const sockaddr_storage& addr) {
+  std::string out;
+  if (!is_wildcard(addr)) return out;
+  for (const Device& d : devices())
+    if (!d.mpa.empty()) out += d.netdev + " " + d.mpa + "\n";
+  return out;
+}
+
+std::string mpa_overrides(const std::optional<Device>& dev, const sockaddr_storage& addr) {
+  std::string out = dev && !is_wildcard(addr) ? dev->mpa : "";
+  if (const char* env = std::getenv("UIWARP_MPA_POLICY"); env && *env)
+    out += (out.empty() ? "" : " ") + std::string(env);
+  return out;
 }
 
 } // namespace uiwarp::ucma

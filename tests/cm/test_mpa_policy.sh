@@ -29,4 +29,53 @@ for policy in "mpa-revision=1" "mpa-revision=1 crc=off" "p2p=off" "rtr=read" "ma
   check "ib_read_bw reports a result line$label" grep -qE '^ *65536 +200 ' "$T/read-${policy// /_}.client"
   uiwarpd_stop
 done
+
+# Per device: `uiwarp link add ... KEY VALUE` (links.conf, the device's uiwarp_mpa attribute),
+# applied by uiwarpd to that device's connections over its own policy; per connection:
+# UIWARP_MPA_POLICY in the program's environment, which wins. uiwarp conn show names the result.
+unset UIWARPD_CONFIG
+state_dir "$T/state-links"
+UIWARP=$UIWARP_CLI
+"$UIWARP" link add uiwarp0 netdev lo rtr read crc optional >/dev/null
+expect_match "uiwarp link show names the device's MPA policy" \
+  "uiwarp0/1 .* netdev lo mpa rtr=read crc=optional" "$("$UIWARP" link show)"
+out=$("$UIWARP" link add uiwarp1 netdev lo mpa-revision 3 2>&1)
+expect_match "uiwarp link add refuses a bad value, naming it" "bad value '3' for mpa-revision" "$out"
+out=$("$UIWARP" link add uiwarp1 netdev lo flavour mild 2>&1)
+expect_match "uiwarp link add refuses an unknown key, naming it" "'flavour' is not an MPA policy key" "$out"
+# conn_show_during LABEL ENV... : a long rping under ENV (its server on SERVER_ADDR, default
+# 127.0.0.1), its connections as conn show lists them.
+conn_show_during() {
+  local label=$1 p
+  shift
+  p=$(free_port)
+  env "$@" "$RUN" rping -s -a "${SERVER_ADDR:-127.0.0.1}" -p "$p" -C 100000 -S 64 >/dev/null 2>&1 &
+  local s=$!
+  wait_listen "$p"
+  env "$@" "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 100000 -S 64 >/dev/null 2>&1 &
+  local c=$!
+  for _ in $(seq 50); do
+    "$UIWARP" conn show >"$T/conn-$label" 2>&1
+    grep -q '^connections: 2' "$T/conn-$label" && break
+    sleep 0.1
+  done
+  kill $c $s 2>/dev/null
+  wait $c $s 2>/dev/null
+  cat "$T/conn-$label"
+}
+out=$(conn_show_during link)
+expect_eq "the device's policy: both ends without CRC" 2 "$(grep -c ' crc off ' <<<"$out")"
+check "the device's policy: the initiator sent a Read RTR" grep -q 'active IETF .* p2p rtr read' <<<"$out"
+# A listener on the wildcard address: uiwarpd applies the policy of the device the connection
+# arrives on.
+out=$(SERVER_ADDR=0.0.0.0 conn_show_during wildcard)
+expect_eq "the device's policy on a wildcard listener: both ends without CRC" 2 \
+  "$(grep -c ' crc off ' <<<"$out")"
+out=$(conn_show_during env UIWARP_MPA_POLICY="mpa-revision=1 crc=required")
+expect_eq "UIWARP_MPA_POLICY wins: rev 1 (no P2P), CRC on" 2 "$(grep -c ' crc on markers -/- p2p off ' <<<"$out")"
+p=$(free_port)
+out=$(UIWARP_MPA_POLICY="rtr=sideways" timeout 20 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1 2>&1)
+expect_match "a bad UIWARP_MPA_POLICY fails the connect, naming the value" \
+  "MPA policy .*bad value 'sideways' for rtr" "$out"
+uiwarpd_stop
 finish

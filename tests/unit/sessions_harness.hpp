@@ -149,7 +149,7 @@ struct Daemon {
   // ---- the passive side ----
 
   void listen(ClientId c = kClient, SockId l = kListener, std::uint64_t id = kListenId) {
-    s.on_listen(c, proto::Listen{id, kLocal, 16, -1}, l, kLocal);
+    s.on_listen(c, proto::Listen{id, kLocal, 16, -1, {}, {}}, l, kLocal);
     REQUIRE(step() == Lines{"to " + std::to_string(c) + " ListenReply"});
   }
   void incoming(SockId sock = kSock, SockId l = kListener) {

@@ -56,3 +56,35 @@ TEST_CASE("uiwarpd.conf: an unknown key, a bad value or a line without '=' is an
   CHECK_FALSE(parse("\n\nno equals sign\n", c, &err));
   CHECK(err == "test.conf:3: expected key = value");
 }
+
+TEST_CASE("MPA policy overrides of a device or a connection: the MPA keys, crc and rtr aliases, "
+          "errors that name the key",
+          "[config]") {
+  using uiwarp::daemon::apply_mpa_overrides;
+  iwarp::MpaPolicy p;
+  p.p2p = true;
+  std::string err;
+  REQUIRE(apply_mpa_overrides("", p, &err));
+  REQUIRE(apply_mpa_overrides("mpa-revision=1 crc=optional rtr=read startup-timeout-ms=2500 "
+                              "markers=on permissive=on ird=4",
+                              p, &err));
+  CHECK(p.revision == 1);
+  CHECK_FALSE(p.crc);
+  CHECK(p.rtr.read);
+  CHECK_FALSE(p.rtr.write);
+  CHECK(p.timeout == std::chrono::milliseconds(2500));
+  CHECK(p.markers);
+  CHECK(p.permissive);
+  CHECK(p.ird == 4);
+  REQUIRE(apply_mpa_overrides("crc=required rtr=none", p, &err));
+  CHECK(p.crc);
+  CHECK_FALSE(p.p2p);
+  const iwarp::MpaPolicy before = p;
+  CHECK_FALSE(apply_mpa_overrides("mpa-revision=1 idle-exit-s=5", p, &err));
+  CHECK(err.find("'idle-exit-s' is not an MPA policy key") != std::string::npos);
+  CHECK(p.revision == before.revision); // nothing applied from a refused text
+  CHECK_FALSE(apply_mpa_overrides("rtr=sideways", p, &err));
+  CHECK(err == "bad value 'sideways' for rtr");
+  CHECK_FALSE(apply_mpa_overrides("crc", p, &err));
+  CHECK(err == "bad value '' for crc");
+}

@@ -12,7 +12,7 @@ using namespace sesst;
 TEST_CASE("uiwarpd sessions: Listen registers the socket, a missing socket is refused",
           "[sessions]") {
   Daemon d;
-  d.s.on_listen(kClient, proto::Listen{kListenId, kLocal, 16, -1}, kListener, kLocal);
+  d.s.on_listen(kClient, proto::Listen{kListenId, kLocal, 16, -1, {}, {}}, kListener, kLocal);
   auto acts = d.actions();
   REQUIRE(summary(acts) == Lines{"to 7 ListenReply"});
   const auto r = message<proto::ListenReply>(acts);
@@ -24,7 +24,7 @@ TEST_CASE("uiwarpd sessions: Listen registers the socket, a missing socket is re
   CHECK(d.s.listeners()[0].client == kClient);
   CHECK(addr(d.s.listeners()[0].addr) == "192.0.2.1:4791");
 
-  d.s.on_listen(kClient, proto::Listen{kListenId + 1, kLocal, 16, -1}, -1, kLocal);
+  d.s.on_listen(kClient, proto::Listen{kListenId + 1, kLocal, 16, -1, {}, {}}, -1, kLocal);
   acts = d.actions();
   REQUIRE(summary(acts) == Lines{"to 7 ListenReply"});
   CHECK(message<proto::ListenReply>(acts).id == kListenId + 1);
@@ -362,4 +362,39 @@ TEST_CASE("HX-001 uiwarpd responder: junk instead of a Request closes the socket
   CHECK(d.step() == Lines{"log", "close 21"});
   CHECK(d.s.counters().mpa_errors == 1);
   CHECK(d.s.counters().timeouts == 0);
+}
+
+TEST_CASE("uiwarpd sessions: MPA policy overrides of a listener, per device on a wildcard one, "
+          "and a Listen whose overrides do not parse",
+          "[sessions]") {
+  for (const char* netdev : {"eth9", "eth0"}) {
+    INFO(netdev);
+    Daemon d;
+    d.s.on_listen(kClient, proto::Listen{kListenId, kLocal, 16, -1, {}, "eth9 crc=off\n"},
+                  kListener, kLocal);
+    REQUIRE(d.step() == Lines{"to 7 ListenReply"});
+    CHECK(d.s.wants_netdev(kListener));
+    d.s.on_incoming(kListener, kSock, kLocal, kPeer, d.now, netdev);
+    REQUIRE(d.step().empty());
+    MpaPolicy ip;
+    ip.crc = false;
+    MpaStartup peer = MpaStartup::initiator(ip, {}, t0);
+    const proto::ConnRequest cr = d.request(peer);
+    d.s.on_accept(kClient, proto::Accept{cr.token, {}, 4, 4}, d.now);
+    CHECK(d.step() == Lines{"flush 21"});
+    d.write();
+    auto acts = d.actions();
+    REQUIRE(summary(acts) == Lines{"to 7 AcceptReply pass 21"});
+    // eth9's device asks no CRC, so neither end does; elsewhere uiwarpd's policy asks for it.
+    CHECK(message<proto::AcceptReply>(acts).params.crc == (std::string(netdev) != "eth9"));
+  }
+  Daemon d;
+  d.s.on_listen(kClient, proto::Listen{kListenId, kLocal, 16, -1, "rtr=sideways", {}}, kListener,
+                kLocal);
+  auto acts = d.actions();
+  REQUIRE(summary(acts) == Lines{"close 20", "to 7 ListenReply"});
+  CHECK(message<proto::ListenReply>(acts).status == EINVAL);
+  CHECK(message<proto::ListenReply>(acts).reason.find("bad value 'sideways' for rtr") !=
+        std::string::npos);
+  CHECK(d.s.listeners().empty());
 }

@@ -141,13 +141,13 @@ template <class Io> void fields(Io& io, HelloReply& m) {
   io(m.version), io(m.status), io(m.reason);
 }
 template <class Io> void fields(Io& io, Listen& m) {
-  io(m.id), io(m.addr), io(m.backlog), io(m.tos);
+  io(m.id), io(m.addr), io(m.backlog), io(m.tos), io(m.policy), io(m.device_policies);
 }
 template <class Io> void fields(Io& io, ListenReply& m) { io(m.id), io(m.status), io(m.reason); }
 template <class Io> void fields(Io& io, Unlisten& m) { io(m.id); }
 template <class Io> void fields(Io& io, Connect& m) {
   io(m.id), io(m.src), io(m.dst), io(m.private_data), io(m.ird), io(m.ord), io(m.timeout_ms),
-      io(m.tos);
+      io(m.tos), io(m.policy);
 }
 template <class Io> void fields(Io& io, ConnectReply& m) {
   io(m.id), io(m.status), io(m.reason), io(m.params), io(m.private_data), io(m.src), io(m.dst);

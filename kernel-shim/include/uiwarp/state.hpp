@@ -5,7 +5,8 @@
 //
 // State dir: ${UIWARP_STATE_DIR:-${XDG_RUNTIME_DIR:-/tmp/uiwarp-$UID}}/netns-<inode of
 // /proc/self/ns/net>/, holding
-//   links.conf   one "NAME NETDEV" per line ('#' comments and blank lines are ignored)
+//   links.conf   one "NAME NETDEV [KEY=VALUE...]" per line ('#' comments and blank lines are
+//                ignored); the KEY=VALUE are the device's MPA policy overrides
 //   lock         flock()ed while links.conf or the tree changes
 //   sysfs        symlink to the current tree sysfs.<digest>/ (SYSFS_PATH)
 // With no link configured, the default device uiwarp0 on lo is used.
@@ -21,6 +22,7 @@ namespace uiwarp {
 struct Link {
   std::string name;   // uiwarpN
   std::string netdev; // e.g. lo, eth0
+  std::string mpa;    // MPA policy overrides, "key=value ..." (uiwarp link add ... KEY VALUE)
   friend bool operator==(const Link&, const Link&) = default;
 };
 

@@ -53,6 +53,7 @@ inline constexpr const char* kUverbsDev = "1:7"; // /dev/full
 struct Device {
   std::string name; // uiwarpN
   NetdevInfo netdev;
+  std::string mpa; // its MPA policy overrides: the attribute uiwarp_mpa, if any
 };
 
 struct Options {

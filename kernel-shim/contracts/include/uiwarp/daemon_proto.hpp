@@ -9,10 +9,11 @@
 //
 //   client -> uiwarpd                           uiwarpd -> client
 //   Hello    {version, role}                    HelloReply   {version, status, reason}
-//   Listen   {id, addr, backlog, tos} + socket  ListenReply  {id, status, reason}
+//   Listen   {id, addr, backlog, tos, policy}   ListenReply  {id, status, reason}
+//             + socket
 //   Unlisten {id}
 //   Connect  {id, src, dst, pd, ird, ord,       ConnectReply {id, status, reason, params,
-//             timeout_ms, tos} + socket                       pd, src, dst} + socket
+//             timeout_ms, tos, policy} + socket               pd, src, dst} + socket
 //                                               ConnRequest  {listen id, token, src, dst, pd,
 //                                                             ird, ord}
 //   Accept   {token, pd, ird, ord}              AcceptReply  {token, status, reason, params,
@@ -24,11 +25,14 @@
 //              peer_qpn, ird, ord, timeout_ms,
 //              initiator} (+ socket: initiator)
 //   Unlisten {id}  also ends an IbConnect that is still waiting
-// (pd: private data.) The listening and connecting sockets are the program's own: it bound
-// them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects on them.
-// IbConnect (ib_connect.hpp): a QP moved to RTR with the peer's GID and QPN; the initiator's
-// uiwarpd connects the passed socket to the peer's ib-connect-port, the responder's waits for
-// that connection; either way ConnectReply {id} brings the connected socket (or the failure).
+// (pd: private data; policy: MPA policy overrides of the device and UIWARP_MPA_POLICY,
+// "key=value ...", which uiwarpd applies over its own to that listener's or connection's MPA
+// exchanges, or refuses, naming the key.) The listening and connecting sockets are the program's
+// own: it bound them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects
+// on them. IbConnect (ib_connect.hpp): a QP moved to RTR with the peer's GID and QPN; the
+// initiator's uiwarpd connects the passed socket to the peer's ib-connect-port, the responder's
+// waits for that connection; either way ConnectReply {id} brings the connected socket (or the
+// failure).
 #pragma once
 
 #include "iwarp/conn_params.hpp"
@@ -65,6 +69,10 @@ struct Listen {
   sockaddr_storage addr{};
   std::uint32_t backlog = 0;
   std::int32_t tos = -1; // RDMA_OPTION_ID_TOS, -1 = unset
+  std::string policy;
+  // A wildcard listener: the devices' own overrides, "NETDEV KEY=VALUE...\n" per device that
+  // has any, for the connections that arrive on that netdev's addresses (before `policy`).
+  std::string device_policies;
 };
 struct ListenReply {
   std::uint64_t id = 0;
@@ -81,6 +89,7 @@ struct Connect {
   std::uint32_t ird = 0, ord = 0; // responder_resources, initiator_depth
   std::uint32_t timeout_ms = 0;   // 0: uiwarpd's startup timeout
   std::int32_t tos = -1;
+  std::string policy;
 };
 struct ConnectReply {
   std::uint64_t id = 0;
