@@ -6,6 +6,7 @@
 // waits for it, in either order; one naming no waiting QP held, then rejected with the reason;
 // a wait that times out; a wait or a session ended by Unlisten (sessions_harness.hpp).
 #include "catch_compat.hpp"
+#include "daemon_proto_samples.hpp"
 #include "sessions_harness.hpp"
 #include "uiwarp/ib_connect.hpp"
 
@@ -18,14 +19,7 @@ constexpr SockId kIbListener = 30;
 constexpr std::uint64_t kWaitId = (1ull << 63) | 0x42;
 constexpr std::uint32_t kMine = 0x0a0b0c, kTheirs = 0x010203;
 
-sockaddr_storage v6(const char* ip, std::uint16_t port) {
-  sockaddr_storage s{};
-  auto* in = reinterpret_cast<sockaddr_in6*>(&s);
-  in->sin6_family = AF_INET6;
-  in->sin6_port = htons(port);
-  ::inet_pton(AF_INET6, ip, &in->sin6_addr);
-  return s;
-}
+using uiwarp::test::v6;
 
 ib::Gid gid(const sockaddr_storage& a) { return ib::address_gid(a); }
 
