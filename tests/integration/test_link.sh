@@ -34,6 +34,16 @@ check "del uiwarp1" "$U" link del uiwarp1
 check "del of an unknown name fails" bash -c "! '$U' link del uiwarp1 2>/dev/null"
 expect_eq "links.conf empty" "" "$(cat "$NS/links.conf")"
 expect_match "show: the default again" "netdev lo \(default\)$" "$("$U" link show)"
+
+# A device's MPA policy (uiwarp link add ... KEY VALUE): links.conf, show, and the sysfs
+# attribute uiwarp_mpa that the shim passes to uiwarpd.
+check "add with an MPA policy" "$U" link add uiwarp1 netdev lo mpa-revision 1 crc required
+expect_eq "links.conf keeps the policy" "uiwarp1 lo mpa-revision=1 crc=required" "$(cat "$NS/links.conf")"
+expect_eq "the sysfs tree carries it" "mpa-revision=1 crc=required" \
+  "$(cat "$NS/sysfs/class/infiniband/uiwarp1/uiwarp_mpa")"
+check "del uiwarp1 again" "$U" link del uiwarp1
+check "the default device is back" test -f "$NS/sysfs/class/infiniband/uiwarp0/node_type"
+check "a device without a policy has no uiwarp_mpa" test ! -e "$NS/sysfs/class/infiniband/uiwarp0/uiwarp_mpa"
 check "the tree has the default device again" test -f "$NS/sysfs/class/infiniband/uiwarp0/node_type"
 check "'delete' is an alias" bash -c "'$U' link add uiwarp5 netdev lo && '$U' link delete uiwarp5"
 check "state dir is private" test "$(stat -c %a "$NS")" = 700
