@@ -5,7 +5,6 @@
 #pragma once
 
 #include "iwarp/mpa_startup.hpp"
-#include "uiwarp/ib_connect.hpp"
 
 #include <CLI/CLI.hpp>
 #include <istream>
@@ -14,6 +13,9 @@
 namespace uiwarp::daemon {
 
 inline constexpr const char* kDefaultConfigFile = "/etc/uiwarp/uiwarpd.conf";
+// ib::kDefaultPort (daemon.cpp checks that they agree; this header stays free of the
+// contracts library, for the config fuzz target).
+inline constexpr std::uint16_t kDefaultIbConnectPort = 4791;
 
 struct Config {
   // Defaults: MPA rev 2, CRC on, markers off, and peer-to-peer mode (RFC 6581 RTR):
@@ -55,7 +57,7 @@ struct Config {
   // IB-style connect (uiwarp/ib_connect.hpp): the TCP port the initiator connects to and a
   // waiting responder's uiwarpd listens on (only while a QP waits). Both hosts must agree.
   // 0: off (a QP moved to RTR with an address vector fails).
-  std::uint16_t ib_connect_port = ib::kDefaultPort;
+  std::uint16_t ib_connect_port = kDefaultIbConnectPort;
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,

@@ -18,6 +18,8 @@
 
 namespace uiwarp::daemon {
 
+static_assert(kDefaultIbConnectPort == ib::kDefaultPort);
+
 namespace {
 
 void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
