@@ -142,7 +142,7 @@ TEST_CASE("Memory windows: a peer writes and reads through a type 2 window, with
   CHECK(region.data[2048] == std::byte{0});
 }
 
-TEST_CASE("Memory windows: Send with Invalidate and Local Invalidate end a type 2 window; a type "
+TEST_CASE("Memory windows: Send with Invalidate and Local Invalidate end a type 2 window, a type "
           "1 window cannot be invalidated by the peer (C-07)",
           "[qp][window]") {
   const bool remote = GENERATE(true, false);
