@@ -96,7 +96,7 @@ class MemoryTest(unittest.TestCase):
 
     def test_kernel_access_rules(self):
         # ib_check_mr_access: remote write or atomic need local write; the device's lack of
-        # atomics or memory windows does not make REMOTE_ATOMIC / MW_BIND fail at registration.
+        # atomics does not make REMOTE_ATOMIC fail at registration, and MW_BIND is accepted.
         for access in (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_ATOMIC,
                        e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_MW_BIND, 0):
             MR(self.pd, 4096, access).close()
@@ -105,11 +105,17 @@ class MemoryTest(unittest.TestCase):
                 MR(self.pd, 4096, access)
             self.assertEqual(cm.exception.error_code, errno.EINVAL)
 
-    def test_no_memory_windows(self):
+    def test_memory_windows(self):
+        # Type 1 and type 2B windows (RFC 5040 2.1): each gets an STag of its own; an unknown
+        # type is EINVAL, as ib_uverbs answers.
         from pyverbs.mr import MW
+        with MW(self.pd, e.IBV_MW_TYPE_1) as mw1, MW(self.pd, e.IBV_MW_TYPE_2) as mw2:
+            self.assertEqual(mw1.type, e.IBV_MW_TYPE_1)
+            self.assertEqual(mw2.type, e.IBV_MW_TYPE_2)
+            self.assertNotEqual(mw1.rkey, mw2.rkey)
         with self.assertRaises(PyverbsRDMAError) as cm:
-            MW(self.pd, e.IBV_MW_TYPE_1)
-        self.assertEqual(cm.exception.error_code, errno.EOPNOTSUPP)
+            MW(self.pd, 3)
+        self.assertEqual(cm.exception.error_code, errno.EINVAL)
 
 
 class QueueTest(unittest.TestCase):
