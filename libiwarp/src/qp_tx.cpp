@@ -58,20 +58,24 @@ bool Qp::run_local_operation(SqEntry& e) {
   auto err = bind ? mem_.bind({wr.invalidate_stag, wr.remote_stag, wr.bind_region, wr.bind_addr,
                                wr.bind_length, wr.bind_access, cfg_.pd, cfg_.qp_id})
                   : mem_.invalidate_local(wr.invalidate_stag, cfg_.pd);
+  if (err) // a local error that ends the stream, as a bad local SGE does
+    return fail_local(e, bind ? WcStatus::MwBind : WcStatus::LocalProtection,
+                      (bind ? "memory window bind: " : "local invalidate: ") +
+                          std::string(mem_error_name(*err)));
   e.done = true;
   ++sq_next_;
-  if (err) {
-    // A local error that ends the stream, as a bad local SGE does.
-    e.status = bind ? WcStatus::MwBind : WcStatus::LocalProtection;
-    terminate(term::rdmap_local_catastrophic,
-              "work request " + std::to_string(wr.wr_id) +
-                  (bind ? ": memory window bind: " : ": local invalidate: ") +
-                  std::string(mem_error_name(*err)),
-              false, false);
-    return false;
-  }
   complete_sq();
   return true;
+}
+
+bool Qp::fail_local(SqEntry& e, WcStatus s, std::string_view what) {
+  e.done = true;
+  e.status = s;
+  ++sq_next_;
+  terminate(term::rdmap_local_catastrophic,
+            std::string("work request ") + std::to_string(e.wr.wr_id) + ": " + std::string(what),
+            false, false);
+  return false;
 }
 
 bool Qp::run_local_operations() {
@@ -121,7 +125,7 @@ bool Qp::start_next_message() {
   // Alternate between inbound Read Responses and our own send queue, so that
   // neither starves the other (ORD-09 lets responses overtake later messages).
   // WRs posted after close() were completed (flushed) at once: never send them.
-  if (!run_local_operations()) return false;
+  // (build_frame has run the Binds and Local Invalidates at the head of the queue.)
   bool sq_ready = sq_next_ < sq_.size() && !is_local_operation(sq_[sq_next_].wr.opcode);
   if (sq_ready) {
     const SqEntry& e = sq_[sq_next_];
@@ -160,15 +164,7 @@ bool Qp::start_next_message() {
   const SendWr& wr = e.wr;
   m.entry = &e;
   m.completes_entry = true;
-  auto local_error = [&](WcStatus s, std::string_view what) {
-    e.done = true;
-    e.status = s;
-    ++sq_next_;
-    terminate(term::rdmap_local_catastrophic,
-              std::string("work request ") + std::to_string(wr.wr_id) + ": " + std::string(what),
-              false, false);
-    return false;
-  };
+  auto local_error = [&](WcStatus s, std::string_view what) { return fail_local(e, s, what); };
   std::uint64_t total = 0;
   if (wr.is_inline) {
     m.payload.emplace_back(wr.inline_data.data(), wr.inline_data.size());

@@ -245,8 +245,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   const bool ib_rts_call = to && attr->qp_state == IBV_QPS_RTS && qp->ib_path &&
                            !(mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH));
   if (ib_rtr_call) {
-    if (qp->vqp.qp.qp_type != IBV_QPT_RC) return EINVAL;
-    if (int err = ib_rtr(qp, *attr, mask)) return err;
+    if (int err = ib_rtr(qp, *attr, mask)) return err; // every uiwarp QP is RC
   } else if (!ib_rts_call &&
              ((mask & kIbPathAttrs) || ((mask & kIbTimerAttrs) && (mask & IBV_QP_STATE)))) {
     explain("iWARP QPs are connected by the RDMA CM (rdma_connect/rdma_accept), not by "

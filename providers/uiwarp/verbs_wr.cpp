@@ -21,19 +21,6 @@ bool is_atomic(iwarp::WrOpcode op) {
 }
 } // namespace
 
-namespace {
-// A Bind or Local Invalidate: the flags, and no data.
-int fill_flags(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
-  out.signaled = qp->sq_sig_all || (wr->send_flags & IBV_SEND_SIGNALED);
-  out.solicited = false;
-  out.fence = wr->send_flags & IBV_SEND_FENCE;
-  out.sgl.clear();
-  out.inline_data.clear();
-  out.is_inline = false;
-  return 0;
-}
-} // namespace
-
 int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   out.wr_id = wr->wr_id;
   out.remote_stag = 0;
@@ -66,13 +53,12 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
     if (!wr->bind_mw.mw || wr->bind_mw.mw->type != IBV_MW_TYPE_2 ||
         wr->bind_mw.mw->pd != qp->vqp.qp.pd)
       return EINVAL;
-    return to_window_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, out)
-               ? EINVAL
-               : fill_flags(qp, wr, out);
+    if (to_window_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, out)) return EINVAL;
+    break;
   case IBV_WR_LOCAL_INV:
     out.opcode = iwarp::WrOpcode::LocalInvalidate;
     out.invalidate_stag = wr->invalidate_rkey;
-    return fill_flags(qp, wr, out);
+    break;
   default:
     explain(wr->opcode == IBV_WR_SEND_WITH_IMM
                 ? "SEND_WITH_IMM: RFC 7306 has Immediate Data only after an RDMA Write "

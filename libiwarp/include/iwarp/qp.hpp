@@ -366,6 +366,8 @@ private:
   bool start_next_message();
   bool run_local_operation(SqEntry& e); // a Bind or Local Invalidate: false on an error
   bool run_local_operations();          // those at the head of the send queue
+  // A work request that failed locally: completes with `s`, and the stream ends (Terminate).
+  bool fail_local(SqEntry& e, WcStatus s, std::string_view what);
   bool build_frame();
   std::optional<WcStatus> resolve_local(const Sgl& sgl, std::uint32_t need, Pieces& out,
                                         std::uint64_t& total);
