@@ -4,13 +4,13 @@
 #include "daemon.hpp"
 
 #include "status.hpp"
+#include "uiwarp/ip.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -55,24 +55,6 @@ sockaddr_storage local_addr(int fd) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   return a;
-}
-
-// The interface that has address `a` ("" if none): a wildcard listener's device policy.
-std::string netdev_of(const sockaddr_storage& a) {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list)) return {};
-  std::string name;
-  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != a.ss_family) continue;
-    if (a.ss_family == AF_INET
-            ? reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
-                  reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr
-            : !std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                           &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, 16))
-      name = i->ifa_name;
-  }
-  ::freeifaddrs(list);
-  return name;
 }
 
 std::uint32_t epoll_events(Interest i) {
@@ -134,8 +116,8 @@ int Daemon::run() {
       sessions_.on_timer(now);
       run_actions();
     }
-    if (SockId l = sessions_.ib_listener(); l >= 0 && !sessions_.ib_listener_wanted()) {
-      sessions_.on_listener_closed(l); // no QP waits: the port is free again
+    if (sessions_.ib_listener_done(Clock::now())) {
+      sessions_.on_listener_closed(sessions_.ib_listener()); // the port is free again
       run_actions();
     }
     if (clients_.size() || !socks_.empty()) {
@@ -438,8 +420,11 @@ void Daemon::accept_tcp(SockId listener) {
     int fd = s.get();
     sockaddr_storage local = local_addr(fd);
     socks_[fd] = {std::move(s), 0};
+    // A wildcard listener's device policy: the interface of the address the peer reached (a
+    // dual-stack listener reports an IPv4 one as ::ffff:a.b.c.d).
     sessions_.on_incoming(listener, fd, local, peer, Clock::now(),
-                          sessions_.wants_netdev(listener) ? netdev_of(local) : std::string());
+                          sessions_.wants_netdev(listener) ? netdev_of(unmapped(local))
+                                                           : std::string());
     sync(fd);
   }
 }

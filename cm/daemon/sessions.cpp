@@ -12,22 +12,18 @@
 
 namespace uiwarp::daemon {
 
-namespace {
-
-// How long a Reply (accepted or rejected) or a Terminate may take to drain before the session
-// gives up on a peer that does not read.
-constexpr std::chrono::seconds kDrainTimeout{2};
-
-std::vector<std::uint8_t> to_u8(const std::vector<std::byte>& v) {
+std::vector<std::uint8_t> Sessions::to_u8(const std::vector<std::byte>& v) {
   std::vector<std::uint8_t> o(v.size());
   std::transform(v.begin(), v.end(), o.begin(), [](std::byte b) { return std::uint8_t(b); });
   return o;
 }
-std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v) {
+std::vector<std::byte> Sessions::to_bytes(const std::vector<std::uint8_t>& v) {
   std::vector<std::byte> o(v.size());
   std::transform(v.begin(), v.end(), o.begin(), [](std::uint8_t b) { return std::byte(b); });
   return o;
 }
+
+namespace {
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -87,7 +83,10 @@ void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
 }
 
 void Sessions::on_listener_closed(SockId sock) {
-  if (sock == ib_listener_) ib_listener_ = -1;
+  if (sock == ib_listener_) {
+    ib_listener_ = -1;
+    ib_idle_since_.reset();
+  }
   if (listeners_.erase(sock)) actions_.push_back(Close{sock});
 }
 
@@ -455,6 +454,8 @@ Clock::time_point Sessions::deadline() const {
     next = std::min(next, session_deadline(s));
   for (const IbWait& w : ib_waits_)
     next = std::min(next, w.until);
+  if (ib_listener_ >= 0 && ib_idle_since_)
+    next = std::min(next, *ib_idle_since_ + kIbListenerLinger);
   return next;
 }
 

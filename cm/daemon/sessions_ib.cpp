@@ -12,12 +12,6 @@
 
 namespace uiwarp::daemon {
 
-namespace {
-
-constexpr std::chrono::seconds kDrainTimeout{2}; // as sessions.cpp's
-
-} // namespace
-
 void Sessions::on_ib_listen(SockId sock, const sockaddr_storage& addr) {
   ib_listener_ = sock;
   listeners_[sock] = Listener{-1, 0, addr, policy_.mpa, {}};
@@ -33,22 +27,31 @@ void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_poi
            static_cast<std::uint16_t>(m.ird),
            static_cast<std::uint16_t>(m.ord),
            now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout)};
+  ib_idle_since_.reset();
   // Its peer may have come first: a held Request that names it.
   for (auto& [fd, s] : sessions_) {
-    if (!s.ib_waiting) continue;
-    ib_waits_.push_back(w);
-    if (ib_match(fd, s, std::prev(ib_waits_.end()), now)) return;
-    ib_waits_.pop_back();
+    if (s.ib_waiting && ib_names(s, w)) {
+      ib_accept(fd, s, w, now);
+      return;
+    }
   }
   ib_waits_.push_back(w);
 }
 
+bool Sessions::ib_listener_done(Clock::time_point now) {
+  if (ib_listener_ < 0) return false;
+  if (!ib_waits_.empty()) {
+    ib_idle_since_.reset();
+    return false;
+  }
+  if (!ib_idle_since_) ib_idle_since_ = now;
+  return now >= *ib_idle_since_ + kIbListenerLinger;
+}
+
 // The Request is complete (RequestReceived): whose is it?
 void Sessions::ib_request(SockId sock, Session& s, Clock::time_point now) {
-  const auto& pd = s.mpa->request().private_data;
-  std::vector<std::uint8_t> raw(pd.size());
-  std::transform(pd.begin(), pd.end(), raw.begin(), [](std::byte b) { return std::uint8_t(b); });
-  auto req = ib::decode(raw.data(), raw.size());
+  const std::vector<std::uint8_t> pd = to_u8(s.mpa->request().private_data);
+  auto req = ib::decode(pd.data(), pd.size());
   if (!req) {
     ib_refuse(sock, s,
               "a connection from " + proto::addr_string(s.peer) +
@@ -57,29 +60,35 @@ void Sessions::ib_request(SockId sock, Session& s, Clock::time_point now) {
     return;
   }
   s.ib_req = *req;
-  for (auto it = ib_waits_.begin(); it != ib_waits_.end(); ++it)
-    if (ib_match(sock, s, it, now)) return;
+  auto w = std::find_if(ib_waits_.begin(), ib_waits_.end(),
+                        [&](const IbWait& w) { return ib_names(s, w); });
+  if (w != ib_waits_.end()) {
+    const IbWait found = *w;
+    ib_waits_.erase(w);
+    ib_accept(sock, s, found, now);
+    return;
+  }
   s.notified = true; // nobody to ask: hold it (Hangup) until its QP waits, or the timeout
   s.ib_waiting = true;
   s.until = now + s.policy.timeout;
 }
 
-// Accepts the Request for waiting QP `w` if it is the one it names (and then forgets `w`).
-bool Sessions::ib_match(SockId sock, Session& s, std::vector<IbWait>::iterator w,
-                        Clock::time_point now) {
-  if (w->local_qpn != s.ib_req.dst_qpn || w->peer_qpn != s.ib_req.src_qpn ||
-      !ib::same_host(w->peer, s.peer) || !ib::same_host(w->local, s.local))
-    return false;
-  s.client = w->client;
-  s.id = w->id;
+// Whether the Request names waiting QP `w`: both QPNs and both addresses.
+bool Sessions::ib_names(const Session& s, const IbWait& w) {
+  return w.local_qpn == s.ib_req.dst_qpn && w.peer_qpn == s.ib_req.src_qpn &&
+         ib::same_host(w.peer, s.peer) && ib::same_host(w.local, s.local);
+}
+
+// Accepts the Request for waiting QP `w` (no longer among ib_waits_) without asking its client.
+void Sessions::ib_accept(SockId sock, Session& s, const IbWait& w, Clock::time_point now) {
+  s.client = w.client;
+  s.id = w.id;
   s.ib_waiting = false;
   s.accepted = true;
-  s.mpa->accept({}, w->ird ? w->ird : s.policy.ird, w->ord ? w->ord : s.policy.ord);
+  s.mpa->accept({}, w.ird ? w.ird : s.policy.ird, w.ord ? w.ord : s.policy.ord);
   s.until = now + kDrainTimeout;
-  ib_waits_.erase(w);
   actions_.push_back(Flush{sock});
   step(sock, s, now);
-  return true;
 }
 
 // An MPA Reject whose private data says why (RFC 5044 §7.1.2: a Reply with the Reject bit),
@@ -88,8 +97,7 @@ void Sessions::ib_refuse(SockId sock, Session& s, const std::string& why, Clock:
   log(why);
   ++counters_.rejected;
   const std::string text = why.substr(0, std::min<std::size_t>(policy_.mpa.max_private_data, 255));
-  std::vector<std::byte> pd(text.size());
-  std::transform(text.begin(), text.end(), pd.begin(), [](char c) { return std::byte(c); });
+  std::vector<std::byte> pd = to_bytes({text.begin(), text.end()});
   s.ib_waiting = false;
   s.mpa->reject(std::move(pd));
   s.closing = true;

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <ifaddrs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -34,13 +33,6 @@ bool is_loopback(const sockaddr_storage& a) {
   return false;
 }
 
-bool same_ip(const sockaddr_storage& a, const sockaddr_storage& b) {
-  if (a.ss_family != b.ss_family) return false;
-  if (a.ss_family == AF_INET) return v4(a).sin_addr.s_addr == v4(b).sin_addr.s_addr;
-  if (a.ss_family == AF_INET6) return std::memcmp(&v6(a).sin6_addr, &v6(b).sin6_addr, 16) == 0;
-  return false;
-}
-
 socklen_t addr_len(const sockaddr_storage& a) {
   return a.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
@@ -60,25 +52,6 @@ sockaddr_storage any_addr(int family) {
   sockaddr_storage a{};
   a.ss_family = static_cast<sa_family_t>(family); // INADDR_ANY and in6addr_any are all zero
   return a;
-}
-
-std::string netdev_of(const sockaddr_storage& ip) {
-  std::string name;
-  ifaddrs* ifa = nullptr;
-  if (::getifaddrs(&ifa) != 0) return name;
-  for (ifaddrs* i = ifa; i; i = i->ifa_next) {
-    if (!i->ifa_addr || (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6))
-      continue;
-    sockaddr_storage have{};
-    std::memcpy(&have, i->ifa_addr,
-                i->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
-    if (same_ip(have, ip)) {
-      name = i->ifa_name;
-      break;
-    }
-  }
-  ::freeifaddrs(ifa);
-  return name;
 }
 
 int check_bind_address(const sockaddr_storage& a) {

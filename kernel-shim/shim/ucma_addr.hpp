@@ -9,6 +9,8 @@
 // one that later listens or connects. Port conflicts between ids follow cma_check_port.
 #pragma once
 
+#include "uiwarp/ip.hpp"
+
 #include <cstdint>
 #include <netinet/in.h>
 #include <string>
@@ -18,14 +20,13 @@ namespace uiwarp::ucma {
 
 bool is_wildcard(const sockaddr_storage& a);
 bool is_loopback(const sockaddr_storage& a); // 127.0.0.0/8, ::1
-bool same_ip(const sockaddr_storage& a, const sockaddr_storage& b);
+using uiwarp::same_ip;
 socklen_t addr_len(const sockaddr_storage& a);
 std::uint16_t port_of(const sockaddr_storage& a); // network byte order
 void set_port(sockaddr_storage& a, std::uint16_t port_be);
 sockaddr_storage any_addr(int family); // the wildcard address of `family`, port 0
 
-// The interface that has `ip` ("" when none does).
-std::string netdev_of(const sockaddr_storage& ip);
+using uiwarp::netdev_of; // the interface that has `ip` ("" when none does)
 
 // rdma_bind_addr's checks of the address itself: 0, EINVAL (an IPv6 link-local address
 // without a scope id) or EADDRNOTAVAIL (a specific address no interface has).

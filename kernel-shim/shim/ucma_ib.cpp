@@ -106,9 +106,11 @@ void Ucma::ib_reply(const proto::ConnectReply& m, int fd, std::unique_lock<std::
   }
   if (fd >= 0) sys_close(fd);
   IbPending& p = it->second;
-  // Refused with no word from a uiwarpd (a Reject from one says why): nothing listens there yet.
-  if (p.t.initiator && m.status == ECONNREFUSED && m.private_data.empty() &&
-      Clock::now() + kRetryPause < p.until) {
+  // Refused or reset with no word from a uiwarpd (a Reject from one says why): nothing listens
+  // there yet, or the listener closed with our connection in its backlog.
+  const bool unheard =
+      (m.status == ECONNREFUSED || m.status == ECONNRESET) && m.private_data.empty();
+  if (p.t.initiator && unheard && Clock::now() + kRetryPause < p.until) {
     std::thread([this, qp_num, id = p.id] {
       std::this_thread::sleep_for(kRetryPause);
       ib_retry(qp_num, id);

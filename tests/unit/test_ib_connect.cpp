@@ -221,3 +221,31 @@ TEST_CASE("IB-style connect, uiwarpd: a wait times out, Unlisten ends a wait or 
   a.s.on_unlisten(kClient, proto::Unlisten{kWaitId});
   CHECK(a.step() == Lines{"close 21"});
 }
+
+TEST_CASE("IB-style connect, uiwarpd responder: the rendezvous listener outlives the last wait",
+          "[ib][sessions]") {
+  // Peer QPs of `ib_write_bw -q 4` connect one by one while ours reach RTR one by one: a
+  // connect for the next QP may sit in the backlog when the last wait has just been met.
+  Daemon d = ib_daemon();
+  CHECK_FALSE(d.s.ib_listener_done(d.now)); // open, nobody has waited yet: it lingers too
+  d.s.on_ib_wait(kClient, wait_msg(), d.now);
+  CHECK_FALSE(d.s.ib_listener_done(d.now));
+  MpaStartup peer = ib_initiator(kTheirs, kMine);
+  const Bytes req = mpat::take(peer);
+  REQUIRE(d.feed(req) == req.size());
+  CHECK(d.step() == Lines{"flush 21"});
+  expect_handed_over(d, peer);
+  CHECK_FALSE(d.s.ib_listener_done(d.now)); // no QP waits from now on
+  CHECK(d.s.deadline() <= d.now + 2s);
+  d.now += 1900ms;
+  CHECK_FALSE(d.s.ib_listener_done(d.now));
+  d.s.on_ib_wait(kClient, wait_msg(), d.now); // the next QP: the linger starts again after it
+  CHECK_FALSE(d.s.ib_listener_done(d.now + 5s));
+  d.s.on_unlisten(kClient, proto::Unlisten{kWaitId});
+  CHECK_FALSE(d.s.ib_listener_done(d.now));
+  d.now += 2s;
+  CHECK(d.s.ib_listener_done(d.now));
+  d.s.on_listener_closed(kIbListener);
+  CHECK(d.step() == Lines{"close " + std::to_string(kIbListener)});
+  CHECK_FALSE(d.s.ib_listener_done(d.now + 10s)); // closed: nothing more to do
+}

@@ -3,6 +3,8 @@
 // IB-style connect: what both ends agree on (ib_connect.hpp).
 #include "uiwarp/ib_connect.hpp"
 
+#include "uiwarp/ip.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -61,8 +63,7 @@ Gid address_gid(const sockaddr_storage& a) {
 }
 
 bool same_host(const sockaddr_storage& a, const sockaddr_storage& b) {
-  return (a.ss_family == AF_INET || a.ss_family == AF_INET6) &&
-         (b.ss_family == AF_INET || b.ss_family == AF_INET6) && address_gid(a) == address_gid(b);
+  return same_ip(unmapped(a), unmapped(b));
 }
 
 std::optional<Role> role(const Gid& local, std::uint32_t local_qpn, const Gid& peer,
