@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <infiniband/verbs.h>
 #include <iterator>
@@ -22,12 +23,14 @@ namespace {
 
 void log_error(const std::string& m) { log::error("rdma_cm", m); }
 
-// One command as it came: the channel written to and the command's body.
+// One command as it came: the channel written to, the command's body (`n` octets) and the
+// room the application gave its response (`out`, the header's).
 struct Cmd {
   Ucma& u;
   int fd;
   const std::uint8_t* in;
   std::size_t n;
+  std::size_t out;
   std::unique_lock<std::mutex>& lock;
 };
 
@@ -37,14 +40,25 @@ template <class T> bool read_cmd(const Cmd& c, T* out) {
   return true;
 }
 
+// CONNECT and ACCEPT of a librdmacm older than ECE (rdma-core 31) are shorter: the kernel
+// takes any body that reaches `min` and zeroes the rest (ucma_connect, ucma_accept).
+template <class T> bool read_cmd_prefix(const Cmd& c, T* out, std::size_t min) {
+  if (c.n < min) return false;
+  *out = T{};
+  std::memcpy(out, c.in, std::min(c.n, sizeof *out));
+  return true;
+}
+
 // A command that names an id: nullptr (EINVAL) when it is short or the id unknown.
 template <class T> Id* read_id_cmd(const Cmd& c, T* out) {
   return read_cmd(c, out) ? c.u.st.find(out->id) : nullptr;
 }
 
-// The response goes to the user pointer the command carries, as the kernel's copy_to_user.
-template <class T> void respond(std::uint64_t ptr, const T& resp) {
-  std::memcpy(reinterpret_cast<void*>(ptr), &resp, sizeof resp);
+// The response goes to the user pointer the command carries, as the kernel's copy_to_user,
+// and never past the room the header gives it (the kernel copies min(out, size) where a
+// response may be shorter, and refuses less than its minimum with ENOSPC: kCommands).
+template <class T> void respond(const Cmd& c, std::uint64_t ptr, const T& resp) {
+  std::memcpy(reinterpret_cast<void*>(ptr), &resp, std::min(c.out, sizeof resp));
 }
 
 // The kernel ABI carries addresses in sockaddr_in6 or __kernel_sockaddr_storage fields.
@@ -78,7 +92,7 @@ int ucma_create_id(const Cmd& cmd) {
   id.channel = cmd.fd;
   id.ps = c.ps;
   id.qp_type = c.qp_type;
-  respond(c.response, rdma_ucm_create_id_resp{cmd.u.st.add_id(id).handle});
+  respond(cmd, c.response, rdma_ucm_create_id_resp{cmd.u.st.add_id(id).handle});
   return 0;
 }
 
@@ -88,7 +102,7 @@ int ucma_destroy_id(const Cmd& cmd) {
   if (!id) return EINVAL;
   cmd.u.release(*id);
   // Undelivered events of the id go with it.
-  respond(c.response, rdma_ucm_destroy_id_resp{cmd.u.st.destroy_id(c.id)});
+  respond(cmd, c.response, rdma_ucm_destroy_id_resp{cmd.u.st.destroy_id(c.id)});
   return 0;
 }
 
@@ -187,7 +201,7 @@ int ucma_query_route(const Cmd& cmd) {
   r.num_paths = 0; // iWARP has no IB path records
   r.port_num = id->dev ? 1 : 0;
   r.ibdev_index = 0xffffffff;
-  respond(c.response, r);
+  respond(cmd, c.response, r);
   return 0;
 }
 
@@ -196,6 +210,7 @@ int ucma_query(const Cmd& cmd) {
   Id* id = read_id_cmd(cmd, &c);
   if (!id) return EINVAL;
   if (c.option == RDMA_USER_CM_QUERY_ADDR) {
+    if (cmd.out < offsetof(rdma_ucm_query_addr_resp, ibdev_index)) return ENOSPC;
     rdma_ucm_query_addr_resp r{};
     if (id->dev) r.node_guid = id->dev->guid_be;
     r.port_num = id->dev ? 1 : 0;
@@ -204,11 +219,12 @@ int ucma_query(const Cmd& cmd) {
     to_abi(&r.src_addr, sizeof r.src_addr, id->src);
     to_abi(&r.dst_addr, sizeof r.dst_addr, id->dst);
     r.ibdev_index = 0xffffffff;
-    respond(c.response, r);
+    respond(cmd, c.response, r);
     return 0;
   }
   if (c.option == RDMA_USER_CM_QUERY_PATH) {
-    respond(c.response, rdma_ucm_query_path_resp{});
+    if (cmd.out < sizeof(rdma_ucm_query_path_resp)) return ENOSPC;
+    respond(cmd, c.response, rdma_ucm_query_path_resp{});
     return 0;
   }
   return ENOSYS;
@@ -233,7 +249,7 @@ int ucma_init_qp_attr(const Cmd& cmd) {
   case IBV_QPS_RTS: r.qp_attr_mask = IBV_QP_PORT; break;
   default: return EINVAL;
   }
-  respond(c.response, r);
+  respond(cmd, c.response, r);
   return 0;
 }
 
@@ -275,7 +291,8 @@ int ucma_listen(const Cmd& cmd) {
 
 int ucma_connect(const Cmd& cmd) {
   rdma_ucm_connect c;
-  Id* id = read_id_cmd(cmd, &c);
+  if (!read_cmd_prefix(cmd, &c, offsetof(rdma_ucm_connect, ece))) return EINVAL;
+  Id* id = cmd.u.st.find(c.id);
   if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
   proto::Connect m;
   m.id = c.id;
@@ -298,7 +315,8 @@ int ucma_connect(const Cmd& cmd) {
 int ucma_accept(const Cmd& cmd) {
   Ucma& u = cmd.u;
   rdma_ucm_accept c;
-  Id* id = read_id_cmd(cmd, &c);
+  if (!read_cmd_prefix(cmd, &c, offsetof(rdma_ucm_accept, ece))) return EINVAL;
+  Id* id = cmd.u.st.find(c.id);
   if (!id || !id->child || id->accepted) return EINVAL;
   id->uid = c.uid; // from now on the child's events carry its own uid
   id->qp_num = c.conn_param.qp_num;
@@ -354,7 +372,7 @@ int ucma_get_event(const Cmd& cmd) {
   if (!read_cmd(cmd, &c)) return EINVAL;
   Event e;
   if (int err = cmd.u.get_event(cmd.fd, &e, cmd.lock)) return err;
-  respond(c.response, e.resp);
+  respond(cmd, c.response, e.resp);
   return 0;
 }
 
@@ -414,37 +432,50 @@ int ucma_migrate_id(const Cmd& cmd) {
   // Written to the new channel; c.fd names the id's current one (kernel ucma_migrate_id).
   std::uint32_t reported = 0;
   if (int err = cmd.u.st.migrate_id(c.id, static_cast<int>(c.fd), cmd.fd, &reported)) return err;
-  respond(c.response, rdma_ucm_migrate_resp{reported});
+  respond(cmd, c.response, rdma_ucm_migrate_resp{reported});
   return 0;
 }
 
 using CmdHandler = int (*)(const Cmd&);
 
-// Indexed by RDMA_USER_CM_CMD_*; nullptr: ENOSYS.
-constexpr CmdHandler kCommands[] = {
-    ucma_create_id,     // CREATE_ID
-    ucma_destroy_id,    // DESTROY_ID
-    ucma_bind_ip,       // BIND_IP
-    ucma_resolve_ip,    // RESOLVE_IP
-    ucma_resolve_route, // RESOLVE_ROUTE
-    ucma_query_route,   // QUERY_ROUTE
-    ucma_connect,       // CONNECT
-    ucma_listen,        // LISTEN
-    ucma_accept,        // ACCEPT
-    ucma_reject,        // REJECT
-    ucma_disconnect,    // DISCONNECT
-    ucma_init_qp_attr,  // INIT_QP_ATTR
-    ucma_get_event,     // GET_EVENT
-    nullptr,            // GET_OPTION
-    ucma_set_option,    // SET_OPTION
-    ucma_notify,        // NOTIFY
-    nullptr,            // JOIN_IP_MCAST: iWARP has no multicast
-    nullptr,            // LEAVE_MCAST
-    ucma_migrate_id,    // MIGRATE_ID
-    ucma_query,         // QUERY
-    ucma_bind,          // BIND
-    ucma_resolve_addr,  // RESOLVE_ADDR
-    nullptr,            // JOIN_MCAST
+// A command's handler and the least room its response needs: less fails with ENOSPC before
+// the command acts, as the kernel's handlers check out_len first. GET_EVENT, QUERY_ROUTE and
+// QUERY's answers may be shorter than ours (older librdmacm); QUERY checks per option.
+struct CmdEntry {
+  CmdHandler handler; // nullptr: ENOSYS
+  std::size_t min_out;
+};
+
+// rdma_ucm_event_resp without the ECE fields and the padding old 32-bit librdmacm omits.
+constexpr std::size_t kEventRespMin = sizeof(rdma_ucm_event_resp) -
+                                      sizeof(rdma_ucm_event_resp::reserved) -
+                                      sizeof(rdma_ucm_event_resp::ece);
+
+// Indexed by RDMA_USER_CM_CMD_*.
+constexpr CmdEntry kCommands[] = {
+    {ucma_create_id, sizeof(rdma_ucm_create_id_resp)},                    // CREATE_ID
+    {ucma_destroy_id, sizeof(rdma_ucm_destroy_id_resp)},                  // DESTROY_ID
+    {ucma_bind_ip, 0},                                                    // BIND_IP
+    {ucma_resolve_ip, 0},                                                 // RESOLVE_IP
+    {ucma_resolve_route, 0},                                              // RESOLVE_ROUTE
+    {ucma_query_route, offsetof(rdma_ucm_query_route_resp, ibdev_index)}, // QUERY_ROUTE
+    {ucma_connect, 0},                                                    // CONNECT
+    {ucma_listen, 0},                                                     // LISTEN
+    {ucma_accept, 0},                                                     // ACCEPT
+    {ucma_reject, 0},                                                     // REJECT
+    {ucma_disconnect, 0},                                                 // DISCONNECT
+    {ucma_init_qp_attr, sizeof(ib_uverbs_qp_attr)},                       // INIT_QP_ATTR
+    {ucma_get_event, kEventRespMin},                                      // GET_EVENT
+    {nullptr, 0},                                                         // GET_OPTION
+    {ucma_set_option, 0},                                                 // SET_OPTION
+    {ucma_notify, 0},                                                     // NOTIFY
+    {nullptr, 0},           // JOIN_IP_MCAST: iWARP has no multicast
+    {nullptr, 0},           // LEAVE_MCAST
+    {ucma_migrate_id, 0},   // MIGRATE_ID
+    {ucma_query, 0},        // QUERY
+    {ucma_bind, 0},         // BIND
+    {ucma_resolve_addr, 0}, // RESOLVE_ADDR
+    {nullptr, 0},           // JOIN_MCAST
 };
 static_assert(std::size(kCommands) == RDMA_USER_CM_CMD_JOIN_MCAST + 1);
 static_assert(RDMA_USER_CM_CMD_MIGRATE_ID == 18 && RDMA_USER_CM_CMD_RESOLVE_ADDR == 21);
@@ -458,13 +489,21 @@ ssize_t Ucma::command(int fd, const void* buf, std::size_t len) {
     return -1;
   }
   std::memcpy(&hdr, buf, sizeof hdr);
-  std::size_t in = std::min<std::size_t>(hdr.in, len - sizeof hdr);
+  if (hdr.in > len - sizeof hdr) { // a body longer than what was written (ucma_write)
+    errno = EINVAL;
+    return -1;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   // Past the table the kernel answers EINVAL; ENOSYS here too, so that a newer librdmacm's
   // commands read as not implemented (test_ucma_newer.cpp).
-  const CmdHandler h = hdr.cmd < std::size(kCommands) ? kCommands[hdr.cmd] : nullptr;
-  int err =
-      h ? h(Cmd{*this, fd, static_cast<const std::uint8_t*>(buf) + sizeof hdr, in, lock}) : ENOSYS;
+  const CmdEntry e = hdr.cmd < std::size(kCommands) ? kCommands[hdr.cmd] : CmdEntry{nullptr, 0};
+  int err = ENOSYS;
+  if (e.handler && hdr.out < e.min_out) {
+    err = ENOSPC;
+  } else if (e.handler) {
+    const auto* body = static_cast<const std::uint8_t*>(buf) + sizeof hdr;
+    err = e.handler(Cmd{*this, fd, body, hdr.in, hdr.out, lock});
+  }
   if (err && !(hdr.cmd == RDMA_USER_CM_CMD_GET_EVENT && err == EAGAIN))
     log::debug("rdma_cm", "command " + std::to_string(hdr.cmd) + ": " + std::strerror(err));
   if (err) {
