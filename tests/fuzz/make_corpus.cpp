@@ -2,15 +2,16 @@
 //
 // Writes the seed corpora of the fuzz targets: valid FPDU streams for fuzz_rx
 // (built with FpduTx against the STags of fuzz_rx_fixture.hpp), valid MPA
-// Request/Reply frames for fuzz_mpa_startup, and one encoded uiwarpd client
-// protocol message of each type for fuzz_daemon_proto. The build runs it, so the seeds
+// Request/Reply frames for fuzz_mpa_startup, one encoded uiwarpd client
+// protocol message of each type for fuzz_daemon_proto, and rdma_cm command
+// sequences for fuzz_ucma (make_corpus_ucma.cpp). The build runs it, so the seeds
 // always match the fixture; tests/fuzz/corpus/ holds a copy of them (for
 // running a fuzzer by hand; regenerate with `make_corpus tests/fuzz/corpus`),
 // plus regression inputs (regress-*) and a libFuzzer-minimised set of inputs
 // found by fuzzing (named by their SHA-1), which gives the 30-s ctest runs a
 // head start.
 //
-//   make_corpus OUTDIR      writes OUTDIR/rx/*, OUTDIR/mpa/* and OUTDIR/daemon_proto/*
+//   make_corpus OUTDIR   writes OUTDIR/rx/*, OUTDIR/mpa/*, OUTDIR/daemon_proto/*, OUTDIR/ucma/*
 #include "daemon_proto_samples.hpp"
 #include "fuzz_mpa_startup.hpp"
 #include "fuzz_rx_fixture.hpp"
@@ -30,6 +31,8 @@
 
 using namespace iwarp;
 namespace fs = std::filesystem;
+
+void ucma_seeds(const fs::path& dir); // make_corpus_ucma.cpp
 
 namespace {
 
@@ -460,6 +463,7 @@ int main(int argc, char** argv) {
     rx_seeds(fs::path(argv[1]) / "rx");
     mpa_seeds(fs::path(argv[1]) / "mpa");
     daemon_proto_seeds(fs::path(argv[1]) / "daemon_proto");
+    ucma_seeds(fs::path(argv[1]) / "ucma");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_corpus: %s\n", e.what());
     return 1;
