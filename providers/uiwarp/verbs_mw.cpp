@@ -64,8 +64,11 @@ int dealloc_mw(ibv_mw* ibmw) noexcept {
 
 int to_window_bind(const ibv_mw* mw, std::uint32_t new_rkey, const ibv_mw_bind_info& info,
                    iwarp::SendWr& out) {
-  constexpr int kWindowAccess = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                                IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_ZERO_BASED;
+  // LOCAL_WRITE means nothing for a window (local access goes through the MR's lkey), but
+  // mlx5 and rxe accept it and pyverbs' MW tests pass it: taken, and ignored.
+  constexpr int kWindowAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
+                                IBV_ACCESS_ZERO_BASED;
   if (!mw || (info.mw_access_flags & ~kWindowAccess) || (!info.mr && info.length) ||
       (info.mr && info.mr->context != mw->context))
     return EINVAL;
