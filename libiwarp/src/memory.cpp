@@ -84,13 +84,17 @@ std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t 
 
 std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32_t pd,
                                                  std::byte* host, std::uint64_t base,
-                                                 std::uint64_t length, std::uint32_t access) {
+                                                 std::uint64_t length, std::uint32_t access,
+                                                 bool rekey) {
   std::unique_lock lock(mu_);
   const MemoryRegion* found = find(stag);
   if (!found || found->kind != StagKind::Region) return std::nullopt;
   MemoryRegion& r = regions_[index_of(stag)];
-  std::uint8_t key = next_key();
-  if (key == (stag & 0xff)) key = static_cast<std::uint8_t>(key + 1);
+  auto key = static_cast<std::uint8_t>(stag & 0xff);
+  if (rekey) {
+    key = next_key();
+    if (key == (stag & 0xff)) key = static_cast<std::uint8_t>(key + 1);
+  }
   r = MemoryRegion{(index_of(stag) << 8) | key, pd, access, host, base, length, r.qp, true};
   return r.stag;
 }

@@ -159,10 +159,13 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
           ? 0
           : ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? reinterpret_cast<std::uint64_t>(new_addr)
                                                        : old->base);
+  // A new translation gets a new key, so that STags handed out before cannot reach the new
+  // memory; a new access or PD keeps the key, as rxe and mlx5 do (rdma-core's pyverbs rereg
+  // tests go on using the rkey they exchanged before).
+  const bool rekey = flags & IBV_REREG_MR_CHANGE_TRANSLATION;
   auto stag = ctx->mem.modify(m.lkey, pd_id, static_cast<std::byte*>(new_addr), base, new_len,
-                              to_iwarp_access(new_access));
+                              to_iwarp_access(new_access), rekey);
   if (!stag) return IBV_REREG_MR_ERR_INPUT;
-  // The key changes, so STags handed out before are dead (RFC 5040 §8.1.1(6)).
   if (new_pd != m.pd) {
     --pd_of(m.pd)->users;
     ++pd_of(new_pd)->users;

@@ -100,7 +100,7 @@ TEST_CASE("Memory windows: the STag table's Bind rules", "[qp][window]") {
   CHECK(mem.remove_window(w1));
   CHECK(mem.remove_window(w2));
   CHECK_FALSE(mem.lookup(w2c));
-  CHECK_FALSE(mem.modify(w2c, 1, host.data(), 0, 1, 0));
+  CHECK_FALSE(mem.modify(w2c, 1, host.data(), 0, 1, 0, true));
 }
 
 TEST_CASE("Memory windows: a peer writes and reads through a type 2 window, within its bounds",

@@ -79,10 +79,12 @@ public:
   // TO of the region (its iova, or 0 with access::kZeroBased).
   std::uint32_t add(std::uint32_t pd, std::byte* host, std::uint64_t base, std::uint64_t length,
                     std::uint32_t access);
-  // Changes a region in place (rereg_mr); the STag's key changes.
+  // Changes a region in place (rereg_mr) and returns its STag: with `rekey` a new key, so that
+  // the STags handed out before are dead (a new translation); without, the same STag with the
+  // new PD and rights (as rxe and mlx5 keep theirs across an access or PD change).
   std::optional<std::uint32_t> modify(std::uint32_t stag, std::uint32_t pd, std::byte* host,
                                       std::uint64_t base, std::uint64_t length,
-                                      std::uint32_t access);
+                                      std::uint32_t access, bool rekey);
   bool remove(std::uint32_t stag);
   // Restricts a region to one stream (RFC 5041 §8.2 DDP-Stream association,
   // DDP-081); `qp` 0 returns it to PD-wide use. False if the STag is unknown.
