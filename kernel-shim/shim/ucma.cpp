@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
@@ -57,8 +58,25 @@ Event conn_event(const std::vector<std::uint8_t>& private_data, std::uint32_t ir
 } // namespace
 
 Ucma& Ucma::get() {
-  static Ucma* u = new Ucma; // never destroyed: other threads may still be inside
+  static Ucma* u = [] {
+    auto* made = new Ucma; // never destroyed: other threads may still be inside
+    ::pthread_atfork(fork_prepare, fork_parent, fork_child);
+    return made;
+  }();
   return *u;
+}
+
+// fork(): the lock is taken around it, so the child's copy of the state is whole; the child
+// keeps the ids it inherited (as the kernel's child shares the parent's rdma_cm files) but not
+// the parent's uiwarpd link nor its IB-style connects, whose threads stayed in the parent.
+void Ucma::fork_prepare() { get().mu_.lock(); }
+void Ucma::fork_parent() { get().mu_.unlock(); }
+void Ucma::fork_child() {
+  Ucma& u = get();
+  u.daemon.forget_after_fork();
+  u.ib_.clear();
+  u.relistening_ = false;
+  u.mu_.unlock();
 }
 
 int Ucma::open_channel(int flags) {

@@ -58,6 +58,14 @@ int DaemonLink::post(const proto::Message& m, int fd) const {
   return fd_ >= 0 ? proto::send(fd_, m, fd) : ENOTCONN;
 }
 
+void DaemonLink::forget_after_fork() {
+  if (fd_ >= 0) sys_close(fd_);
+  fd_ = -1;
+  for (proto::Packet& p : replies_)
+    if (p.fd >= 0) sys_close(p.fd);
+  replies_.clear();
+}
+
 void DaemonLink::reader(int s) {
   for (;;) {
     auto p = proto::recv(s);

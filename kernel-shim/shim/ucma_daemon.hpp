@@ -44,6 +44,10 @@ public:
   int send(const proto::Message& m, int fd = -1);
   // Sends `m` only if connected (what an unconnected uiwarpd does not need to hear).
   int post(const proto::Message& m, int fd = -1) const;
+  // In the child of fork(): the link it inherited is the parent's socket without the parent's
+  // reader thread, so uiwarpd's replies would go to whichever process reads first. The child
+  // lets go of it (the parent's stays open) and connects anew when it needs uiwarpd.
+  void forget_after_fork();
 
   // Waits for the reply `Reply` to `key` (the lock is released meanwhile): the packet, whose
   // socket (if any) the caller owns; nullopt when uiwarpd left or did not answer.

@@ -59,6 +59,9 @@ public:
 
 private:
   Ucma() = default;
+  static void fork_prepare();
+  static void fork_parent();
+  static void fork_child();
 
   // Signals: a channel's eventfd counts its queued events; waiters in get_event wake.
   void queued(int channel) override;
