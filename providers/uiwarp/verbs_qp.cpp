@@ -51,11 +51,13 @@ constexpr int kKnownAttrs = IBV_QP_STATE | IBV_QP_CUR_STATE | IBV_QP_EN_SQD_ASYN
                             IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY |
                             IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_CAP |
                             kIbConnectAttrs;
-// RFC 7306 operations too; they work on connections that negotiated it (verbs_wr.cpp).
+// RFC 7306 operations too; they work on connections that negotiated it (verbs_wr.cpp). Memory
+// window Binds and Local Invalidates stay in this QP (verbs_mw.cpp).
 constexpr std::uint64_t kSendOps =
     IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_RDMA_WRITE |
     IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
+    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
 
 bool caps_ok(const ibv_qp_cap& c, bool srq) {
   return c.max_send_wr <= Limits::kMaxQpWr && c.max_send_sge <= Limits::kMaxSge &&

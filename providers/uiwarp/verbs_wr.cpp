@@ -242,6 +242,20 @@ void wr_atomic_cmp_swp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, uint64_t co
     w->swap = swap;
   }
 }
+// Memory windows (verbs_mw.cpp): a type 2 window's Bind and a Local Invalidate, as
+// IBV_WR_BIND_MW and IBV_WR_LOCAL_INV post them; type 1 windows are bound with ibv_bind_mw.
+void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) noexcept {
+  iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::BindWindow);
+  if (!w) return;
+  Qp* qp = Qp::of(qpx);
+  if (!mw || !info || mw->type != IBV_MW_TYPE_2 || mw->pd != qp->vqp.qp.pd ||
+      to_window_bind(mw, rkey, *info, *w))
+    qp->wr_error = EINVAL;
+}
+void wr_local_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) noexcept {
+  if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::LocalInvalidate))
+    w->invalidate_stag = invalidate_rkey;
+}
 void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) noexcept {
   iwarp::SendWr* w = cur_wr(qpx);
   if (!w) return;
@@ -301,6 +315,8 @@ void set_wr_ops(Qp* qp) {
   x.wr_rdma_write_imm = wr_rdma_write_imm;
   x.wr_atomic_fetch_add = wr_atomic_fetch_add;
   x.wr_atomic_cmp_swp = wr_atomic_cmp_swp;
+  x.wr_bind_mw = wr_bind_mw;
+  x.wr_local_inv = wr_local_inv;
   x.wr_set_sge = wr_set_sge;
   x.wr_set_sge_list = wr_set_sge_list;
   x.wr_set_inline_data = wr_set_inline_data;

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Memory windows over a real connection (stock librdmacm and libibverbs under uiwarp-run):
-// ibv_alloc_mw of both types, a type 2 window bound with IBV_WR_BIND_MW and a type 1 window
-// with ibv_bind_mw; the peer writes and reads through the window's rkey within its range and
-// rights, and gets a remote access error outside them, after IBV_WR_LOCAL_INV, or after its
-// own Send with Invalidate; the region stays registered while a window exposes it.
+// ibv_alloc_mw of both types, a type 2 window bound with IBV_WR_BIND_MW (or ibv_wr_bind_mw of
+// the extended QP API) and a type 1 window with ibv_bind_mw; the peer writes and reads through the
+// window's rkey within its range and rights, and gets a remote access error outside them, after
+// IBV_WR_LOCAL_INV, or after its own Send with Invalidate; the region stays registered while a
+// window exposes it.
 #define CATCH_CONFIG_MAIN
 #include "connected_pair.hpp"
 
@@ -172,5 +173,54 @@ TEST_CASE("Memory windows: type 1, bound and moved with ibv_bind_mw; read-only i
   poll_n(p.client.scq, 1);
   CHECK(std::string(p.client.at(4096), 128) == std::string(128, 'r'));
   expect_refused(p, reinterpret_cast<std::uintptr_t>(p.server.at(65536)), rkey);
+  CHECK(ibv_dealloc_mw(mw) == 0);
+}
+
+TEST_CASE("Memory windows: type 2 through the extended QP API (ibv_wr_bind_mw, ibv_wr_local_inv)",
+          "[mw]") {
+  SideOptions so = window_side();
+  so.send_ops_flags = IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND;
+  ConnectedPair p(so, {});
+  ibv_qp_ex* qpx = ibv_qp_to_qp_ex(p.server.qp());
+  REQUIRE(qpx);
+  ibv_mw* mw = ibv_alloc_mw(p.server.pd, IBV_MW_TYPE_2);
+  REQUIRE(mw);
+  const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
+  ibv_mw_bind_info info{};
+  info.mr = p.server.mr;
+  info.addr = reinterpret_cast<std::uintptr_t>(p.server.at(0));
+  info.length = 256;
+  info.mw_access_flags = IBV_ACCESS_REMOTE_READ;
+  ibv_wr_start(qpx);
+  qpx->wr_id = 91;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_bind_mw(qpx, mw, rkey, &info);
+  REQUIRE(ibv_wr_complete(qpx) == 0);
+  auto wc = poll_n(p.server.scq, 1);
+  CHECK(wc[0].opcode == IBV_WC_BIND_MW);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  std::memset(p.server.at(0), 'x', 256);
+  const auto base = reinterpret_cast<std::uintptr_t>(p.server.at(0));
+  REQUIRE(p.client.post(IBV_WR_RDMA_READ, 1, 4096, 256, base, rkey) == 0);
+  poll_n(p.client.scq, 1);
+  CHECK(std::string(p.client.at(4096), 256) == std::string(256, 'x'));
+
+  // A type 1 window is bound with ibv_bind_mw, not here: the batch fails, nothing is posted.
+  ibv_mw* mw1 = ibv_alloc_mw(p.server.pd, IBV_MW_TYPE_1);
+  REQUIRE(mw1);
+  ibv_wr_start(qpx);
+  ibv_wr_bind_mw(qpx, mw1, ibv_inc_rkey(mw1->rkey), &info);
+  CHECK(ibv_wr_complete(qpx) == EINVAL);
+
+  ibv_wr_start(qpx);
+  qpx->wr_id = 92;
+  qpx->wr_flags = IBV_SEND_SIGNALED;
+  ibv_wr_local_inv(qpx, rkey);
+  REQUIRE(ibv_wr_complete(qpx) == 0);
+  wc = poll_n(p.server.scq, 1);
+  CHECK(wc[0].opcode == IBV_WC_LOCAL_INV);
+  CHECK(wc[0].wr_id == 92);
+  expect_refused(p, base, rkey);
+  CHECK(ibv_dealloc_mw(mw1) == 0);
   CHECK(ibv_dealloc_mw(mw) == 0);
 }

@@ -164,7 +164,7 @@ TEST_CASE_METHOD(Fixture, "ibv_qp_to_qp_ex: NULL for a QP created without send o
 
 TEST_CASE_METHOD(Fixture,
                  "ibv_create_qp_ex: RFC 7306 send ops are accepted (used when "
-                 "negotiated); those uiwarp has not are EOPNOTSUPP",
+                 "negotiated), and memory window ones; those uiwarp has not are EOPNOTSUPP",
                  "[verbs][qp]") {
   ibv_cq* c = cq();
   ibv_qp_init_attr_ex a{};
@@ -194,7 +194,18 @@ TEST_CASE_METHOD(Fixture,
     CHECK(ibv_destroy_qp(q) == 0);
   }
   SECTION("send with immediate") { refused(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM); }
-  SECTION("bind MW") { refused(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW); }
+  SECTION("memory windows: bind and local invalidate") {
+    a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_LOCAL_INV;
+    ibv_qp* q = ibv_create_qp_ex(ctx, &a);
+    REQUIRE(q != nullptr);
+    ibv_qp_ex* x = ibv_qp_to_qp_ex(q);
+    REQUIRE(x != nullptr);
+    CHECK(x->wr_bind_mw != nullptr);
+    CHECK(x->wr_local_inv != nullptr);
+    CHECK(ibv_destroy_qp(q) == 0);
+  }
+  SECTION("TSO") { refused(IBV_QP_EX_WITH_TSO); }
+  SECTION("atomic write") { refused(IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE); }
   SECTION("TSO") { refused(IBV_QP_EX_WITH_TSO); }
   CHECK(ibv_destroy_cq(c) == 0);
 }
