@@ -63,6 +63,18 @@ sockaddr_in loopback(std::uint16_t port) {
   return a;
 }
 
+// RESOLVE_ADDR of `id` from 127.0.0.1 to 127.0.0.1:`port` (no route to ask uiwarpd for).
+void resolve(RawChannel& ch, std::uint32_t id, std::uint16_t port) {
+  rdma_ucm_resolve_addr ra{};
+  const sockaddr_in src = loopback(0), dst = loopback(port);
+  std::memcpy(&ra.src_addr, &src, sizeof src);
+  ra.src_size = sizeof src;
+  std::memcpy(&ra.dst_addr, &dst, sizeof dst);
+  ra.dst_size = sizeof dst;
+  ra.id = id;
+  REQUIRE(ch.write(RDMA_USER_CM_CMD_RESOLVE_ADDR, ra, 0) == 0);
+}
+
 } // namespace
 
 TEST_CASE("rdma_cm device: a body longer than the write is EINVAL (ucma_write)", "[cm][ucma]") {
@@ -89,14 +101,7 @@ TEST_CASE("rdma_cm device: too little room for a response is ENOSPC, before the 
 
   // An id, an event for it, and GET_EVENT with too little room: the event stays queued.
   const std::uint32_t id = ch.create_id();
-  rdma_ucm_resolve_addr ra{};
-  const sockaddr_in src = loopback(0), dst = loopback(7471);
-  std::memcpy(&ra.src_addr, &src, sizeof src);
-  ra.src_size = sizeof src;
-  std::memcpy(&ra.dst_addr, &dst, sizeof dst);
-  ra.dst_size = sizeof dst;
-  ra.id = id;
-  REQUIRE(ch.write(RDMA_USER_CM_CMD_RESOLVE_ADDR, ra, 0) == 0);
+  resolve(ch, id, 7471);
   constexpr std::size_t kMin = sizeof(rdma_ucm_event_resp) - sizeof(rdma_ucm_event_resp::reserved) -
                                sizeof(rdma_ucm_event_resp::ece);
   std::vector<std::uint8_t> ev(sizeof(rdma_ucm_event_resp), kCanary);
@@ -126,14 +131,7 @@ TEST_CASE("rdma_cm device: CONNECT from a librdmacm older than ECE (shorter body
           "[cm][ucma]") {
   RawChannel ch;
   const std::uint32_t id = ch.create_id();
-  rdma_ucm_resolve_addr ra{};
-  const sockaddr_in src = loopback(0), dst = loopback(9); // discard: nothing listens
-  std::memcpy(&ra.src_addr, &src, sizeof src);
-  ra.src_size = sizeof src;
-  std::memcpy(&ra.dst_addr, &dst, sizeof dst);
-  ra.dst_size = sizeof dst;
-  ra.id = id;
-  REQUIRE(ch.write(RDMA_USER_CM_CMD_RESOLVE_ADDR, ra, 0) == 0);
+  resolve(ch, id, 9); // discard: nothing listens
   rdma_ucm_resolve_route rr{};
   rr.id = id;
   REQUIRE(ch.write(RDMA_USER_CM_CMD_RESOLVE_ROUTE, rr, 0) == 0);

@@ -4,6 +4,7 @@
 // librdmacm writes for an active side, a passive side and rsockets' options, each in the
 // record format of fuzz_ucma.hpp, plus the malformed commands the kernel refuses (short body,
 // no room for the response, unknown command).
+#include "daemon_proto_samples.hpp"
 #include "fuzz_ucma.hpp"
 
 #include <arpa/inet.h>
@@ -24,20 +25,14 @@ namespace {
 
 using Seed = std::vector<std::uint8_t>;
 
-sockaddr_in v4(const char* ip, std::uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  ::inet_pton(AF_INET, ip, &a.sin_addr);
-  return a;
-}
+using uiwarp::test::v4;
+using uiwarp::test::v6;
 
-sockaddr_in6 v6(const char* ip, std::uint16_t port) {
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(port);
-  ::inet_pton(AF_INET6, ip, &a.sin6_addr);
-  return a;
+// An address into an ABI field (sockaddr_in6 or __kernel_sockaddr_storage): its length.
+template <class Field> std::uint16_t put(Field& f, const sockaddr_storage& a) {
+  const std::size_t n = a.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  std::memcpy(&f, &a, n);
+  return static_cast<std::uint16_t>(n);
 }
 
 void create(Seed& s, std::uint8_t flags = 0) {
@@ -62,11 +57,8 @@ Seed active() {
   Seed s;
   create(s);
   rdma_ucm_resolve_addr ra{};
-  const sockaddr_in src = v4("127.0.0.1", 0), dst = v4("127.0.0.1", 7471);
-  std::memcpy(&ra.src_addr, &src, sizeof src); // a source: no route for uiwarpd to ask
-  ra.src_size = sizeof src;
-  std::memcpy(&ra.dst_addr, &dst, sizeof dst);
-  ra.dst_size = sizeof dst;
+  ra.src_size = put(ra.src_addr, v4("127.0.0.1", 0)); // a source: no route for uiwarpd to ask
+  ra.dst_size = put(ra.dst_addr, v4("127.0.0.1", 7471));
   ra.timeout_ms = 2000;
   on_id(s, RDMA_USER_CM_CMD_RESOLVE_ADDR, ra);
   get_event(s);
@@ -106,9 +98,7 @@ Seed passive() {
   o.optlen = 1;
   on_id(s, RDMA_USER_CM_CMD_SET_OPTION, o);
   rdma_ucm_bind b{};
-  const sockaddr_in6 any = v6("::", 0);
-  std::memcpy(&b.addr, &any, sizeof any);
-  b.addr_size = sizeof any;
+  b.addr_size = put(b.addr, v6("::", 0));
   on_id(s, RDMA_USER_CM_CMD_BIND, b);
   rdma_ucm_listen l{};
   l.backlog = 16;
@@ -118,8 +108,7 @@ Seed passive() {
   get_event(s, kSecondChannel);
   create(s);
   rdma_ucm_bind_ip bi{};
-  const sockaddr_in lo = v4("127.0.0.1", 0);
-  std::memcpy(&bi.addr, &lo, sizeof lo);
+  put(bi.addr, v4("127.0.0.1", 0));
   rdma_ucm_bind_ip bi2 = bi;
   on_id(s, RDMA_USER_CM_CMD_BIND_IP, bi);
   bi2.id = 1;
