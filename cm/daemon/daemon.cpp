@@ -116,8 +116,9 @@ int Daemon::run() {
       sessions_.on_timer(now);
       run_actions();
     }
-    if (sessions_.ib_listener_done(Clock::now())) {
-      sessions_.on_listener_closed(sessions_.ib_listener()); // the port is free again
+    if (SockId l = sessions_.ib_listener(); l >= 0 && !sessions_.ib_listener_wanted()) {
+      accept_tcp(l); // the backlog first: connects for QPs about to wait, held for them
+      sessions_.on_listener_closed(l); // the port is free again
       run_actions();
     }
     if (clients_.size() || !socks_.empty()) {

@@ -83,10 +83,7 @@ void Sessions::on_unlisten(ClientId c, const proto::Unlisten& m) {
 }
 
 void Sessions::on_listener_closed(SockId sock) {
-  if (sock == ib_listener_) {
-    ib_listener_ = -1;
-    ib_idle_since_.reset();
-  }
+  if (sock == ib_listener_) ib_listener_ = -1;
   if (listeners_.erase(sock)) actions_.push_back(Close{sock});
 }
 
@@ -454,8 +451,6 @@ Clock::time_point Sessions::deadline() const {
     next = std::min(next, session_deadline(s));
   for (const IbWait& w : ib_waits_)
     next = std::min(next, w.until);
-  if (ib_listener_ >= 0 && ib_idle_since_)
-    next = std::min(next, *ib_idle_since_ + kIbListenerLinger);
   return next;
 }
 

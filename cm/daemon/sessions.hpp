@@ -128,13 +128,11 @@ public:
   void on_ib_listen(SockId sock, const sockaddr_storage& addr);
   // A responder QP waits (m.timeout_ms) for its peer's connection.
   void on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_point now);
-  // Whether a QP waits for its peer (the rendezvous listener is needed).
+  // Whether a QP waits for its peer. When none does, the loop takes what the rendezvous
+  // listener's backlog holds (on_incoming: a peer's connect for a QP that reaches RTR a moment
+  // later, held for it; closing with it queued would reset it), then closes the listener
+  // (on_listener_closed). Sessions it accepted outlive it.
   bool ib_listener_wanted() const { return !ib_waits_.empty(); }
-  // Whether the loop should now close the rendezvous listener (on_listener_closed): once no QP
-  // has waited for kIbListenerLinger, not at once, because a peer's connect for a QP that
-  // reaches RTR a moment later may sit in the listener's backlog, and closing would reset it.
-  // The loop asks after every round.
-  bool ib_listener_done(Clock::time_point now);
   // Whether on_incoming for `listener` needs the netdev of the local address.
   bool wants_netdev(SockId listener) const {
     auto it = listeners_.find(listener);
@@ -217,7 +215,6 @@ private:
   // How long a Reply (accepted or rejected) or a Terminate may take to drain before the
   // session gives up on a peer that does not read.
   static constexpr std::chrono::seconds kDrainTimeout{2};
-  static constexpr std::chrono::seconds kIbListenerLinger{2};
   // Private data as the protocol (octets) and the MPA machine (std::byte) hold it.
   static std::vector<std::uint8_t> to_u8(const std::vector<std::byte>& v);
   static std::vector<std::byte> to_bytes(const std::vector<std::uint8_t>& v);
@@ -243,7 +240,6 @@ private:
   std::map<SockId, Listener> listeners_;
   SockId ib_listener_ = -1;
   std::vector<IbWait> ib_waits_;
-  std::optional<Clock::time_point> ib_idle_since_; // no QP waits since then
   std::map<SockId, Session> sessions_;
   std::vector<HandedView> handed_;
   std::vector<Action> actions_;

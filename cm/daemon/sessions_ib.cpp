@@ -27,7 +27,6 @@ void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_poi
            static_cast<std::uint16_t>(m.ird),
            static_cast<std::uint16_t>(m.ord),
            now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout)};
-  ib_idle_since_.reset();
   // Its peer may have come first: a held Request that names it.
   for (auto& [fd, s] : sessions_) {
     if (s.ib_waiting && ib_names(s, w)) {
@@ -36,16 +35,6 @@ void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_poi
     }
   }
   ib_waits_.push_back(w);
-}
-
-bool Sessions::ib_listener_done(Clock::time_point now) {
-  if (ib_listener_ < 0) return false;
-  if (!ib_waits_.empty()) {
-    ib_idle_since_.reset();
-    return false;
-  }
-  if (!ib_idle_since_) ib_idle_since_ = now;
-  return now >= *ib_idle_since_ + kIbListenerLinger;
 }
 
 // The Request is complete (RequestReceived): whose is it?

@@ -222,30 +222,33 @@ TEST_CASE("IB-style connect, uiwarpd: a wait times out, Unlisten ends a wait or 
   CHECK(a.step() == Lines{"close 21"});
 }
 
-TEST_CASE("IB-style connect, uiwarpd responder: the rendezvous listener outlives the last wait",
+TEST_CASE("IB-style connect, uiwarpd responder: a Request taken from the backlog as the "
+          "listener closes waits for its QP",
           "[ib][sessions]") {
-  // Peer QPs of `ib_write_bw -q 4` connect one by one while ours reach RTR one by one: a
-  // connect for the next QP may sit in the backlog when the last wait has just been met.
+  // Peer QPs of `ib_write_bw -q 4` connect one by one while ours reach RTR one by one: when the
+  // last wait has just been met, the next QP's connect may sit in the listener's backlog. The
+  // loop takes it (on_incoming) before it closes the listener, and it is held for its QP.
   Daemon d = ib_daemon();
-  CHECK_FALSE(d.s.ib_listener_done(d.now)); // open, nobody has waited yet: it lingers too
   d.s.on_ib_wait(kClient, wait_msg(), d.now);
-  CHECK_FALSE(d.s.ib_listener_done(d.now));
-  MpaStartup peer = ib_initiator(kTheirs, kMine);
-  const Bytes req = mpat::take(peer);
-  REQUIRE(d.feed(req) == req.size());
+  MpaStartup first = ib_initiator(kTheirs, kMine);
+  const Bytes req1 = mpat::take(first);
+  REQUIRE(d.feed(req1) == req1.size());
   CHECK(d.step() == Lines{"flush 21"});
-  expect_handed_over(d, peer);
-  CHECK_FALSE(d.s.ib_listener_done(d.now)); // no QP waits from now on
-  CHECK(d.s.deadline() <= d.now + 2s);
-  d.now += 1900ms;
-  CHECK_FALSE(d.s.ib_listener_done(d.now));
-  d.s.on_ib_wait(kClient, wait_msg(), d.now); // the next QP: the linger starts again after it
-  CHECK_FALSE(d.s.ib_listener_done(d.now + 5s));
-  d.s.on_unlisten(kClient, proto::Unlisten{kWaitId});
-  CHECK_FALSE(d.s.ib_listener_done(d.now));
-  d.now += 2s;
-  CHECK(d.s.ib_listener_done(d.now));
+  expect_handed_over(d, first); // no QP waits now
+  constexpr SockId kNext = 22;
+  d.s.on_incoming(kIbListener, kNext, kLocal, kPeer, d.now);
   d.s.on_listener_closed(kIbListener);
   CHECK(d.step() == Lines{"close " + std::to_string(kIbListener)});
-  CHECK_FALSE(d.s.ib_listener_done(d.now + 10s)); // closed: nothing more to do
+  MpaStartup next = ib_initiator(kTheirs + 1, kMine + 1);
+  const Bytes req2 = mpat::take(next);
+  REQUIRE(d.feed(req2, {}, kNext) == req2.size());
+  CHECK(d.step().empty()); // held: its QP is about to wait
+  d.now += 100ms;
+  proto::IbConnect w = wait_msg();
+  w.id = kWaitId + 1;
+  w.local_qpn = kMine + 1;
+  w.peer_qpn = kTheirs + 1;
+  d.s.on_ib_wait(kClient, w, d.now);
+  CHECK(d.step() == Lines{"flush 22"}); // accepted without asking the client
+  CHECK_FALSE(d.s.ib_listener_wanted());
 }
