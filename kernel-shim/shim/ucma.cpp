@@ -66,17 +66,27 @@ Ucma& Ucma::get() {
   return *u;
 }
 
-// fork(): the lock is taken around it, so the child's copy of the state is whole; the child
-// keeps the ids it inherited (as the kernel's child shares the parent's rdma_cm files) but not
-// the parent's uiwarpd link nor its IB-style connects, whose threads stayed in the parent.
-void Ucma::fork_prepare() { get().mu_.lock(); }
-void Ucma::fork_parent() { get().mu_.unlock(); }
+// fork(): the child keeps the ids it inherited (as the kernel's child shares the parent's
+// rdma_cm files) but not the parent's uiwarpd link nor its IB-style connects, whose threads
+// stayed in the parent. The lock is taken around fork when it is free, so that the child's copy
+// of the state is whole; not when it is held, because the forking thread may hold it itself
+// (starting uiwarpd again, ensure_daemon, forks under it). Per thread: two threads may fork.
+namespace {
+thread_local bool fork_locked = false;
+}
+void Ucma::fork_prepare() {
+  // POSIX trylock (std::mutex::try_lock by its owner is undefined): EBUSY when held by anyone.
+  fork_locked = ::pthread_mutex_trylock(get().mu_.native_handle()) == 0;
+}
+void Ucma::fork_parent() {
+  if (fork_locked) get().mu_.unlock();
+}
 void Ucma::fork_child() {
   Ucma& u = get();
   u.daemon.forget_after_fork();
   u.ib_.clear();
   u.relistening_ = false;
-  u.mu_.unlock();
+  if (fork_locked) u.mu_.unlock();
 }
 
 int Ucma::open_channel(int flags) {
