@@ -34,12 +34,6 @@ struct Cmd {
   std::unique_lock<std::mutex>& lock;
 };
 
-template <class T> bool read_cmd(const Cmd& c, T* out) {
-  if (c.n < sizeof *out) return false;
-  std::memcpy(out, c.in, sizeof *out);
-  return true;
-}
-
 // CONNECT and ACCEPT of a librdmacm older than ECE (rdma-core 31) are shorter: the kernel
 // takes any body that reaches `min` and zeroes the rest (ucma_connect, ucma_accept).
 template <class T> bool read_cmd_prefix(const Cmd& c, T* out, std::size_t min) {
@@ -47,6 +41,10 @@ template <class T> bool read_cmd_prefix(const Cmd& c, T* out, std::size_t min) {
   *out = T{};
   std::memcpy(out, c.in, std::min(c.n, sizeof *out));
   return true;
+}
+// Every other command's body is read whole.
+template <class T> bool read_cmd(const Cmd& c, T* out) {
+  return read_cmd_prefix(c, out, sizeof *out);
 }
 
 // A command that names an id: nullptr (EINVAL) when it is short or the id unknown.

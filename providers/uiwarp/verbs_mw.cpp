@@ -62,15 +62,15 @@ int dealloc_mw(ibv_mw* ibmw) noexcept {
   return 0;
 }
 
-int to_window_bind(const ibv_mw* mw, std::uint32_t new_rkey, const ibv_mw_bind_info& info,
-                   iwarp::SendWr& out) {
+int to_window_bind(const ibv_mw* mw, ibv_mw_type type, const ibv_pd* pd, std::uint32_t new_rkey,
+                   const ibv_mw_bind_info& info, iwarp::SendWr& out) {
   // LOCAL_WRITE means nothing for a window (local access goes through the MR's lkey), but
   // mlx5 and rxe accept it and pyverbs' MW tests pass it: taken, and ignored.
   constexpr int kWindowAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC |
                                 IBV_ACCESS_ZERO_BASED;
-  if (!mw || (info.mw_access_flags & ~kWindowAccess) || (!info.mr && info.length) ||
-      (info.mr && info.mr->context != mw->context))
+  if (!mw || mw->type != type || mw->pd != pd || (info.mw_access_flags & ~kWindowAccess) ||
+      (!info.mr && info.length) || (info.mr && info.mr->context != mw->context))
     return EINVAL;
   out.opcode = iwarp::WrOpcode::BindWindow;
   out.invalidate_stag = mw->rkey;
@@ -86,14 +86,14 @@ int to_window_bind(const ibv_mw* mw, std::uint32_t new_rkey, const ibv_mw_bind_i
 // new one from now on (its key octet incremented, as ibv_inc_rkey does), usable by the peer
 // once the Bind has completed.
 int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* b) noexcept {
-  if (!b || mw->type != IBV_MW_TYPE_1 || mw->pd != ibqp->pd) return EINVAL;
+  if (!b || !mw) return EINVAL;
   Qp* qp = Qp::of(ibqp);
   const std::uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
   iwarp::SendWr w;
   w.wr_id = b->wr_id;
   w.signaled = qp->sq_sig_all || (b->send_flags & IBV_SEND_SIGNALED);
   w.fence = b->send_flags & IBV_SEND_FENCE;
-  if (int err = to_window_bind(mw, new_rkey, b->bind_info, w)) return err;
+  if (int err = to_window_bind(mw, IBV_MW_TYPE_1, ibqp->pd, new_rkey, b->bind_info, w)) return err;
   std::lock_guard lock(qp->mu);
   int err = submit_send(qp, w);
   qp->drive(Driver::Post);

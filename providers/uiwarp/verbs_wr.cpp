@@ -50,10 +50,9 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
     break;
   // Memory windows (verbs_mw.cpp): a type 2 window's Bind, and Local Invalidate.
   case IBV_WR_BIND_MW:
-    if (!wr->bind_mw.mw || wr->bind_mw.mw->type != IBV_MW_TYPE_2 ||
-        wr->bind_mw.mw->pd != qp->vqp.qp.pd)
+    if (to_window_bind(wr->bind_mw.mw, IBV_MW_TYPE_2, qp->vqp.qp.pd, wr->bind_mw.rkey,
+                       wr->bind_mw.bind_info, out))
       return EINVAL;
-    if (to_window_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, out)) return EINVAL;
     break;
   case IBV_WR_LOCAL_INV:
     out.opcode = iwarp::WrOpcode::LocalInvalidate;
@@ -248,8 +247,7 @@ void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_inf
   iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::BindWindow);
   if (!w) return;
   Qp* qp = Qp::of(qpx);
-  if (!mw || !info || mw->type != IBV_MW_TYPE_2 || mw->pd != qp->vqp.qp.pd ||
-      to_window_bind(mw, rkey, *info, *w))
+  if (!info || to_window_bind(mw, IBV_MW_TYPE_2, qp->vqp.qp.pd, rkey, *info, *w))
     qp->wr_error = EINVAL;
 }
 void wr_local_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) noexcept {
