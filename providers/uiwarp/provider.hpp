@@ -212,6 +212,9 @@ struct Qp {
   // The last drive that found RDMA Read Requests to answer: a responder any poller of the
   // context may drive (Cq::adopt).
   std::atomic<std::int64_t> reads_ns{0};
+  // RDMA Reads posted while earlier ones were unanswered, not yet transmitted (post_send):
+  // the next drive sends them, in one sendmsg. Read without the lock by Cq::drive.
+  std::atomic<bool> tx_deferred{false};
 
   // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
   // parks the QP (the progress thread stops watching its socket); the progress thread
@@ -250,6 +253,9 @@ struct Qp {
   // Transmits what the engine has ready; notes a full socket, which is tried again only
   // with `retry_full` (pollers and the progress thread, not every post).
   void push_tx(bool retry_full);
+  // A post of RDMA Reads only: transmits them now, or leaves them for the next drive when
+  // earlier Reads are unanswered (see post_send).
+  void drive_reads();
   // Reads and processes what the socket has, up to `budget` octets; false if the socket
   // had nothing.
   bool pull_rx(std::size_t budget);

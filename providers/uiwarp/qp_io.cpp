@@ -85,7 +85,26 @@ void Qp::drive(Driver who) {
   if (Progress* p = ctx()->progress.get()) p->sync(this);
 }
 
+// A program that reads in a loop (ib_read_bw, an MPI rendezvous, a key-value client) posts
+// its Reads one ibv_post_send at a time, each a 44-octet Read Request: a sendmsg each, and
+// the responder's recvmsg each, was most of what a 4 KiB Read cost both sides. A Read posted
+// while earlier ones are unanswered therefore waits for the next drive: the program's next
+// poll that finds its CQ empty (Cq::drive takes such a QP even when its socket is quiet), or
+// the Read Response that must come, whoever reads it (each drive ends in push_tx). So a burst
+// of posts leaves in one sendmsg, and no Read waits longer than an earlier one's answer. A
+// Read with none outstanding, and one posted for a program about to sleep on its CQ's
+// channel, go at once.
+void Qp::drive_reads() {
+  if (connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
+      engine->reads_outstanding() > 0 && !send_cq()->armed.load(std::memory_order_relaxed)) {
+    tx_deferred.store(true, std::memory_order_relaxed);
+    return;
+  }
+  drive(Driver::Post);
+}
+
 void Qp::push_tx(bool retry_full) {
+  tx_deferred.store(false, std::memory_order_relaxed);
   if (!connected() || peer_closed) return;
   // A full socket is retried by the progress thread on EPOLLOUT, not by every post or
   // poll: that would be a failing system call each.

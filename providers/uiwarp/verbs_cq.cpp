@@ -269,7 +269,8 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
 void Cq::drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty) {
   // A quiet socket tried a moment ago (Driver::Poll) is left alone without taking the
   // lock: a poller that took it on every poll would starve the progress thread of it.
-  if (now < qp->rx_quiet_until.load(std::memory_order_relaxed)) {
+  if (now < qp->rx_quiet_until.load(std::memory_order_relaxed) &&
+      !qp->tx_deferred.load(std::memory_order_relaxed)) {
     qp->polled_ns.store(now, std::memory_order_relaxed);
     return;
   }

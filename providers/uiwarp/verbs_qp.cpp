@@ -362,13 +362,19 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
   Qp* qp = Qp::of(ibqp);
   std::lock_guard lock(qp->mu);
   int err = 0;
+  bool reads_only = true;
   iwarp::SendWr w;
   for (; wr; wr = wr->next) {
     err = convert_send(qp, wr, w);
     if (!err) err = submit_send(qp, w);
     if (err) break;
+    reads_only = reads_only && w.opcode == iwarp::WrOpcode::RdmaRead;
   }
-  qp->drive(Driver::Post); // transmit from this thread (when the socket has room)
+  // Transmit from this thread (when the socket has room).
+  if (reads_only && !err)
+    qp->drive_reads();
+  else
+    qp->drive(Driver::Post);
   if (err && bad) *bad = wr;
   return err;
 }

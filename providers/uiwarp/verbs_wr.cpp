@@ -190,10 +190,17 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
         (w.is_inline && (w.opcode == iwarp::WrOpcode::RdmaRead || is_atomic(w.opcode))))
       err = EINVAL;
   }
-  for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i)
+  bool reads_only = true;
+  for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i) {
     err = submit_send(qp, qp->wr_batch[i]);
+    reads_only = reads_only && qp->wr_batch[i].opcode == iwarp::WrOpcode::RdmaRead;
+  }
   qp->wr_batch.clear();
-  qp->drive(Driver::Post); // transmit from this thread
+  // Transmit from this thread.
+  if (reads_only && !err)
+    qp->drive_reads();
+  else
+    qp->drive(Driver::Post);
   qp->mu.unlock();
   return err;
 }
