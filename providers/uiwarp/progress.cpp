@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -35,6 +36,8 @@ constexpr std::uint32_t kParkStreak = 16;
 // A parked QP that nobody polled for this long is taken back; the timer ticks as often.
 constexpr std::int64_t kIdleNs = 2'000'000;
 constexpr int kTickMs = 2;
+// A held-back post whose QP was locked at its deadline is looked at again this much later.
+constexpr std::int64_t kFlushRetryNs = 10'000;
 
 bool cq_armed(Qp* qp) {
   return qp->send_cq()->armed.load(std::memory_order_relaxed) ||
@@ -76,6 +79,8 @@ Progress::~Progress() {
     qp->unref();
   for (Qp* qp : released_)
     qp->unref();
+  for (auto& f : flushes_)
+    f.first->unref();
   if (epfd_ >= 0) ::close(epfd_);
   if (wakefd_ >= 0) ::close(wakefd_);
 }
@@ -170,11 +175,22 @@ void Progress::add_timer(Qp* qp) {
 void Progress::run() {
   epoll_event evs[64];
   while (!stop_) {
-    int n = ::epoll_wait(epfd_, evs, 64, timeout_ms());
+    const std::int64_t wait = sleep_ns(mono_ns());
+    int n;
+    if (wait < 0) {
+      n = ::epoll_wait(epfd_, evs, 64, -1);
+    } else {
+      // Flush deadlines are tens of microseconds away: epoll_wait counts milliseconds.
+      const timespec ts{static_cast<time_t>(wait / 1'000'000'000), wait % 1'000'000'000};
+      n = ::epoll_pwait2(epfd_, evs, 64, &ts, nullptr);
+      if (n < 0 && errno == ENOSYS) // before Linux 5.11, or a seccomp profile without it
+        n = ::epoll_wait(epfd_, evs, 64, static_cast<int>(wait / 1'000'000) + 1);
+    }
     if (n < 0 && errno != EINTR) break;
     const std::int64_t now = mono_ns();
     if (n > 0) take_events(n, evs, now);
     check_timers(now);
+    check_flushes(now);
     // Only now, with no event of this batch left to look at, may references go.
     std::vector<Qp*> drop;
     {
@@ -210,9 +226,59 @@ void Progress::take_events(int n, const epoll_event* evs, std::int64_t now) {
   }
 }
 
-int Progress::timeout_ms() {
+std::int64_t Progress::sleep_ns(std::int64_t now) {
   std::lock_guard lock(timers_mu_);
-  return timers_.empty() && released_.empty() ? -1 : kTickMs;
+  std::int64_t wait = timers_.empty() && released_.empty() ? -1 : kTickMs * 1'000'000LL;
+  for (const auto& f : flushes_) {
+    const std::int64_t d = std::max<std::int64_t>(f.second - now, 0);
+    wait = wait < 0 ? d : std::min(wait, d);
+  }
+  // Under the lock with flushes_: flush_by either sees this or its entry is counted above.
+  wake_at_ = wait < 0 ? std::numeric_limits<std::int64_t>::max() : now + wait;
+  return wait;
+}
+
+void Progress::flush_by(Qp* qp, std::int64_t deadline) {
+  bool wake;
+  {
+    std::lock_guard lock(timers_mu_);
+    flushes_.emplace_back(qp, deadline);
+    wake = deadline < wake_at_; // asleep past the deadline (an awake thread looks again)
+  }
+  if (wake) kick();
+}
+
+// Posts held back for a poll that did not come (Qp::drive_posted): sent now.
+void Progress::check_flushes(std::int64_t now) {
+  std::vector<std::pair<Qp*, std::int64_t>> list, keep;
+  {
+    std::lock_guard lock(timers_mu_);
+    if (flushes_.empty()) return;
+    list.swap(flushes_);
+  }
+  std::vector<Qp*> done;
+  for (const auto& f : list) {
+    Qp* qp = f.first;
+    if (f.second > now) {
+      keep.push_back(f);
+      continue;
+    }
+    // A taken lock is a thread posting to the QP or driving it: look again shortly.
+    std::unique_lock lock(qp->mu, std::try_to_lock);
+    if (!lock) {
+      keep.emplace_back(qp, now + kFlushRetryNs);
+      continue;
+    }
+    qp->flush_queued = false;
+    if (qp->tx_deferred.load(std::memory_order_relaxed)) qp->drive(Driver::Writable);
+    done.push_back(qp);
+  }
+  {
+    std::lock_guard lock(timers_mu_);
+    flushes_.insert(flushes_.end(), keep.begin(), keep.end());
+  }
+  for (Qp* qp : done)
+    qp->unref();
 }
 
 void Progress::check_timers(std::int64_t now) {

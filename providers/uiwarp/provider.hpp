@@ -168,7 +168,8 @@ struct Srq {
 //             retries a full socket (the progress thread waits for EPOLLOUT instead of a
 //             failing sendmsg per poll).
 //   Release   a post of a receive buffer a held Send waits for: reads what followed it.
-//   Writable  the progress thread, told of room in a parked QP's full socket: transmits.
+//   Writable  the progress thread, told of room in a parked QP's full socket, or at the
+//             deadline of posts held back for a poll (Qp::drive_posted): transmits.
 //   Progress  the progress thread: reads up to its budget, retries a full socket.
 enum class Driver : std::uint8_t { Post, Poll, Release, Writable, Progress };
 
@@ -212,9 +213,12 @@ struct Qp {
   // The last drive that found RDMA Read Requests to answer: a responder any poller of the
   // context may drive (Cq::adopt).
   std::atomic<std::int64_t> reads_ns{0};
-  // RDMA Reads posted while earlier ones were unanswered, not yet transmitted (post_send):
-  // the next drive sends them, in one sendmsg. Read without the lock by Cq::drive.
+  // Posts left for the next drive, which sends them in one sendmsg (Qp::drive_posted): read
+  // without the lock by Cq::drive. `flush_queued`: the progress thread holds a deadline for
+  // them; `post_end_ns`: when the last post returned.
   std::atomic<bool> tx_deferred{false};
+  bool flush_queued = false;
+  std::int64_t post_end_ns = 0;
 
   // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
   // parks the QP (the progress thread stops watching its socket); the progress thread
@@ -253,9 +257,9 @@ struct Qp {
   // Transmits what the engine has ready; notes a full socket, which is tried again only
   // with `retry_full` (pollers and the progress thread, not every post).
   void push_tx(bool retry_full);
-  // A post of RDMA Reads only: transmits them now, or leaves them for the next drive when
-  // earlier Reads are unanswered (see post_send).
-  void drive_reads();
+  // After a post (`reads_only`: of RDMA Reads alone): transmits now, or leaves what was
+  // posted for the next drive when one is sure to come soon (qp_io.cpp).
+  void drive_posted(bool reads_only);
   // Reads and processes what the socket has, up to `budget` octets; false if the socket
   // had nothing.
   bool pull_rx(std::size_t budget);
@@ -287,20 +291,26 @@ public:
   void polled(Qp* qp, std::int64_t now, bool empty);
   void set_parked(Qp* qp, bool parked); // qp->mu held
   void kick();                          // look at the parked and waiting QPs now
+  // qp->mu held, and a reference taken for the thread: drive the QP at `deadline` unless a
+  // poll has sent what it holds back (Qp::drive_posted) by then.
+  void flush_by(Qp* qp, std::int64_t deadline);
 
 private:
   void run();
   void take_events(int n, const epoll_event* evs, std::int64_t now);
   void check_timers(std::int64_t now);
-  int timeout_ms();
-  void add_timer(Qp* qp); // qp->mu held
-  void release(Qp* qp);   // drops a reference after the current batch of events
+  void check_flushes(std::int64_t now);
+  std::int64_t sleep_ns(std::int64_t now); // -1: until an event; sets wake_at_
+  void add_timer(Qp* qp);                  // qp->mu held
+  void release(Qp* qp);                    // drops a reference after the current batch of events
   int epfd_ = -1;
   int wakefd_ = -1;
   std::atomic<bool> stop_{false};
-  std::mutex timers_mu_; // timers_ and released_
+  std::mutex timers_mu_; // timers_, released_, flushes_ and wake_at_
   std::vector<Qp*> timers_;
   std::vector<Qp*> released_;
+  std::vector<std::pair<Qp*, std::int64_t>> flushes_; // QP, deadline
+  std::int64_t wake_at_ = 0; // the thread's next wake-up at the latest (when it sleeps)
   std::thread thread_;
 };
 

@@ -85,22 +85,51 @@ void Qp::drive(Driver who) {
   if (Progress* p = ctx()->progress.get()) p->sync(this);
 }
 
-// A program that reads in a loop (ib_read_bw, an MPI rendezvous, a key-value client) posts
-// its Reads one ibv_post_send at a time, each a 44-octet Read Request: a sendmsg each, and
-// the responder's recvmsg each, was most of what a 4 KiB Read cost both sides. A Read posted
-// while earlier ones are unanswered therefore waits for the next drive: the program's next
-// poll that finds its CQ empty (Cq::drive takes such a QP even when its socket is quiet), or
-// the Read Response that must come, whoever reads it (each drive ends in push_tx). So a burst
-// of posts leaves in one sendmsg, and no Read waits longer than an earlier one's answer. A
-// Read with none outstanding, and one posted for a program about to sleep on its CQ's
-// channel, go at once.
-void Qp::drive_reads() {
+// Posting in a burst. Over TCP with TCP_NODELAY (which every iWARP stack sets: a Read
+// Request or a last small message must not wait for an ACK) each sendmsg is a segment of its
+// own through the whole TCP receive path: one per 4 KiB message capped a stream at about a
+// third of what the same messages reach in 64 KiB segments (tests/bench/tcp_stream.cpp), and
+// a 44-octet Read Request cost the responder a recvmsg each. So what a post adds is left for
+// the next drive, which sends it with everything else ready in one sendmsg, when that drive
+// is sure to come soon:
+//  - RDMA Reads while earlier Reads are unanswered: the response that must come is read by
+//    someone (a poll, or the progress thread), and each drive ends in push_tx;
+//  - any post that follows the previous post of the QP back to back, while the program polls
+//    the send CQ between bursts (it polled within kPollSoonNs): its next poll that finds the
+//    CQ empty sends the burst (Cq::drive takes such a QP even when its socket is quiet), and
+//    the progress thread sends it after kFlushNs if no poll comes (a program that posts two
+//    Writes and then spins on memory).
+// A post with none of these, and any post while the send CQ is armed for an event (the
+// program is about to sleep), goes at once: a lone post's latency is unchanged.
+namespace {
+constexpr std::int64_t kBackToBackNs = 2'000;
+constexpr std::int64_t kPollSoonNs = 50'000;
+constexpr std::int64_t kFlushNs = 50'000;
+} // namespace
+
+void Qp::drive_posted(bool reads_only) {
+  Progress* p = ctx()->progress.get();
+  const std::int64_t now = mono_ns();
+  bool defer = false;
   if (connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
-      engine->reads_outstanding() > 0 && !send_cq()->armed.load(std::memory_order_relaxed)) {
-    tx_deferred.store(true, std::memory_order_relaxed);
-    return;
+      !send_cq()->armed.load(std::memory_order_relaxed)) {
+    if (reads_only && engine->reads_outstanding() > 0) {
+      defer = true;
+    } else if (p && now - post_end_ns < kBackToBackNs &&
+               now - send_cq()->polled_ns.load(std::memory_order_relaxed) < kPollSoonNs) {
+      defer = true;
+      if (!flush_queued) {
+        flush_queued = true;
+        ref(); // the progress thread's, dropped once it has looked
+        p->flush_by(this, now + kFlushNs);
+      }
+    }
   }
-  drive(Driver::Post);
+  if (defer)
+    tx_deferred.store(true, std::memory_order_relaxed);
+  else
+    drive(Driver::Post);
+  post_end_ns = mono_ns();
 }
 
 void Qp::push_tx(bool retry_full) {

@@ -254,13 +254,18 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
     cq->armed = true;
     cq->solicited_only = solicited_only != 0;
   }
-  // Whoever arms a CQ is about to sleep: the progress thread takes back its parked QPs.
+  // Whoever arms a CQ is about to sleep: what its posts held back for a poll goes now, and the
+  // progress thread takes back its parked QPs.
   std::shared_lock lock(cq->qps_mu);
-  for (Qp* qp : cq->qps)
-    if (qp->parked.load(std::memory_order_relaxed)) {
-      if (Progress* p = cq->ctx()->progress.get()) p->kick();
-      break;
+  bool parked = false;
+  for (Qp* qp : cq->qps) {
+    if (qp->tx_deferred.load(std::memory_order_relaxed) && qp->mu.try_lock()) {
+      qp->drive(Driver::Post);
+      qp->mu.unlock();
     }
+    parked = parked || qp->parked.load(std::memory_order_relaxed);
+  }
+  if (Progress* p = cq->ctx()->progress.get(); p && parked) p->kick();
   return 0;
 }
 

@@ -370,11 +370,11 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
     if (err) break;
     reads_only = reads_only && w.opcode == iwarp::WrOpcode::RdmaRead;
   }
-  // Transmit from this thread (when the socket has room).
-  if (reads_only && !err)
-    qp->drive_reads();
-  else
+  // Transmit from this thread (when the socket has room), or with the next drive.
+  if (err)
     qp->drive(Driver::Post);
+  else
+    qp->drive_posted(reads_only);
   if (err && bad) *bad = wr;
   return err;
 }

@@ -196,11 +196,11 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
     reads_only = reads_only && qp->wr_batch[i].opcode == iwarp::WrOpcode::RdmaRead;
   }
   qp->wr_batch.clear();
-  // Transmit from this thread.
-  if (reads_only && !err)
-    qp->drive_reads();
-  else
+  // Transmit from this thread, or with the next drive.
+  if (err)
     qp->drive(Driver::Post);
+  else
+    qp->drive_posted(reads_only);
   qp->mu.unlock();
   return err;
 }

@@ -3,10 +3,10 @@
 // The data path as programs drive it, through stock librdmacm and libibverbs over uiwarp-run
 // (issue 10): a CQ polled from two threads, a CQ used only through its completion channel
 // (RDMA Reads answered while the target sleeps), work posted by one thread while another polls,
-// Reads posted behind unanswered ones (sent together) and RDMA Reads in flight (up to ORD)
-// when the peer is killed. Progress happens in the polling
-// thread first, with the progress thread for whatever no thread drives: each case must see
-// every completion exactly once, in order, and never hang.
+// Reads posted behind unanswered ones and Writes posted in a burst (each sent together, also
+// when no poll follows) and RDMA Reads in flight (up to ORD) when the peer is killed. Progress
+// happens in the polling thread first, with the progress thread for whatever no thread drives: each
+// case must see every completion exactly once, in order, and never hang.
 //
 // `uiwarp-datapath-tests read-target` is the peer of the last case, a process of its own
 // (killed with SIGKILL): it accepts one connection and prints its buffer's address and rkey.
@@ -399,6 +399,39 @@ TEST_CASE("RDMA Reads posted while earlier ones are unanswered: they go without 
     CHECK(wcs[i].status == IBV_WC_SUCCESS);
   }
   CHECK(std::memcmp(p.client.at(0), p.server.at(src), kAll) == 0);
+}
+
+TEST_CASE("Writes posted back to back and then no poll: they land, each completes once, in order",
+          "[datapath]") {
+  // Posts that follow one another while the program polls its send CQ wait for its next poll
+  // (Qp::drive_posted). This program polls once, posts a burst, and then spins on the memory
+  // the last Write fills without polling again: the progress thread must send the burst.
+  constexpr std::size_t kWrites = 8, kLen = 64;
+  ConnectedPair p;
+  const std::size_t dst = 256 << 10;
+  for (std::size_t i = 0; i < kWrites * kLen; ++i)
+    p.client.buf[i] = static_cast<char>(i * 7 + 1);
+  ibv_wc wc;
+  REQUIRE(ibv_poll_cq(p.client.scq, 1, &wc) == 0); // "the program polls"
+  for (std::size_t i = 0; i < kWrites; ++i)
+    REQUIRE(p.client.post(IBV_WR_RDMA_WRITE, i, i * kLen, kLen,
+                          reinterpret_cast<std::uintptr_t>(p.server.at(dst + i * kLen)),
+                          p.server.mr->rkey) == 0);
+  const std::size_t last = (kWrites - 1) * kLen;
+  auto landed = [&] { return std::memcmp(p.server.at(dst + last), p.client.at(last), kLen) == 0; };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!landed() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  CHECK(landed());
+  std::vector<ibv_wc> wcs = poll_n(p.client.scq, kWrites);
+  REQUIRE(wcs.size() == kWrites);
+  for (std::size_t i = 0; i < kWrites; ++i) {
+    CHECK(wcs[i].wr_id == i);
+    CHECK(wcs[i].status == IBV_WC_SUCCESS);
+  }
+  CHECK(std::memcmp(p.server.at(dst), p.client.at(0), kWrites * kLen) == 0);
+  ibv_wc extra;
+  CHECK(ibv_poll_cq(p.client.scq, 1, &extra) == 0);
 }
 
 TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete, none hang",
