@@ -125,11 +125,13 @@ void Qp::drive_posted(bool reads_only) {
       }
     }
   }
-  if (defer)
+  if (defer) {
     tx_deferred.store(true, std::memory_order_relaxed);
-  else
+    post_end_ns = now; // nothing was sent: the post ends where it began
+  } else {
     drive(Driver::Post);
-  post_end_ns = mono_ns();
+    post_end_ns = mono_ns();
+  }
 }
 
 void Qp::push_tx(bool retry_full) {
