@@ -215,10 +215,14 @@ struct Qp {
   std::atomic<std::int64_t> reads_ns{0};
   // Posts left for the next drive, which sends them in one sendmsg (Qp::drive_posted): read
   // without the lock by Cq::drive. `flush_queued`: the progress thread holds a deadline for
-  // them; `post_end_ns`: when the last post returned.
+  // them; `post_start_ns`/`post_end_ns`: when the last post began and returned; `in_burst`:
+  // it was held back as part of a burst; `tx_cost_ns`: how long a post that transmits takes,
+  // averaged.
   std::atomic<bool> tx_deferred{false};
   bool flush_queued = false;
-  std::int64_t post_end_ns = 0;
+  bool in_burst = false;
+  std::int64_t post_start_ns = 0, post_end_ns = 0;
+  std::int64_t tx_cost_ns = 0;
 
   // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
   // parks the QP (the progress thread stops watching its socket); the progress thread
