@@ -125,8 +125,9 @@ void Progress::sync(Qp* qp) {
   const bool held = qp->engine->rx_held();
   std::uint32_t want = 0;
   if (!qp->parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
-  // Room in a full socket is this thread's to use, parked or not: pollers do not retry it.
-  if (qp->want_write) want |= EPOLLOUT;
+  // Room in a full socket is this thread's to use, unless the QP is parked: its pollers
+  // retry it then (Qp::drive), and the timer takes the QP back when they stop.
+  if (qp->want_write && !qp->parked) want |= EPOLLOUT;
   if (want != qp->watched) {
     epoll_event ev{};
     ev.events = want;

@@ -164,11 +164,11 @@ struct Srq {
 // Who drives a QP's socket (Qp::drive), which decides how much it does:
 //   Post      a post: transmits what the socket takes now; reads nothing.
 //   Poll      an application thread polling a CQ (Cq::drive, which leaves a socket that has
-//             been quiet and was tried a moment ago alone: rx_quiet_until): reads; never
-//             retries a full socket (the progress thread waits for EPOLLOUT instead of a
-//             failing sendmsg per poll).
+//             been quiet and was tried a moment ago alone: rx_quiet_until): reads; retries
+//             a full socket only if the QP is parked, at most every few microseconds (else
+//             the progress thread waits for EPOLLOUT: not a failing sendmsg per poll).
 //   Release   a post of a receive buffer a held Send waits for: reads what followed it.
-//   Writable  the progress thread, told of room in a parked QP's full socket, or at the
+//   Writable  the progress thread, told of room in a full socket, or at the
 //             deadline of posts held back for a poll (Qp::drive_posted): transmits.
 //   Progress  the progress thread: reads up to its budget, retries a full socket.
 enum class Driver : std::uint8_t { Post, Poll, Release, Writable, Progress };
@@ -196,7 +196,8 @@ struct Qp {
 
   // The connection (after the CM attached it; see qp_io.cpp).
   int fd = -1;
-  bool want_write = false; // the socket was full
+  bool want_write = false;        // the socket was full
+  std::int64_t full_retry_ns = 0; // when the pollers of a parked QP try it again
   bool fin_sent = false;
   bool peer_closed = false;
   bool event_reported = false;
@@ -259,7 +260,7 @@ struct Qp {
   // Flushes everything outstanding (QP to ERR).
   void flush();
   // Transmits what the engine has ready; notes a full socket, which is tried again only
-  // with `retry_full` (pollers and the progress thread, not every post).
+  // with `retry_full` (the progress thread, and pollers of a parked QP; not every post).
   void push_tx(bool retry_full);
   // After a post (`reads_only`: of RDMA Reads alone): transmits now, or leaves what was
   // posted for the next drive when one is sure to come soon (qp_io.cpp).

@@ -265,6 +265,47 @@ TEST_CASE("polls that stop after parking a QP: a Write into memory the program s
   CHECK(*flag == 0x5a);
 }
 
+TEST_CASE("a parked QP whose socket is full: its pollers send, and when they stop the progress "
+          "thread does",
+          "[datapath]") {
+  // Pollers of a parked QP retry its full socket themselves (the progress thread leaves
+  // EPOLLOUT unwatched); when the polls stop, the timer takes the QP back and room in the
+  // socket must wake the progress thread again. 16 MiB of Writes cannot fit in the socket
+  // buffers, so the socket is full while the client polls and when it stops.
+  constexpr std::size_t kWrites = 32, kLen = 512 << 10, kMarker = 1000 << 10;
+  ConnectedPair p;
+  for (std::size_t i = 0; i < kLen; ++i)
+    p.client.buf[i] = static_cast<char>(i * 13 + 5);
+  volatile char* flag = p.server.at(kMarker);
+  *flag = 0;
+  p.client.buf[kMarker] = 0x3c;
+  for (std::size_t i = 0; i < kWrites; ++i)
+    REQUIRE(p.client.post(IBV_WR_RDMA_WRITE, i, 0, static_cast<std::uint32_t>(kLen),
+                          reinterpret_cast<std::uintptr_t>(p.server.at(0)),
+                          p.server.mr->rkey) == 0);
+  REQUIRE(p.client.post(IBV_WR_RDMA_WRITE, kWrites, kMarker, 1,
+                        reinterpret_cast<std::uintptr_t>(p.server.at(kMarker)),
+                        p.server.mr->rkey) == 0);
+  // Empty polls in a tight loop park the QP; completions found on the way are kept.
+  std::vector<ibv_wc> wcs;
+  for (int i = 0; i < 200; ++i) {
+    ibv_wc wc;
+    if (ibv_poll_cq(p.client.scq, 1, &wc) == 1) wcs.push_back(wc);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (*flag != 0x3c && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  CHECK(*flag == 0x3c);
+  for (const ibv_wc& wc : poll_n(p.client.scq, kWrites + 1 - wcs.size()))
+    wcs.push_back(wc);
+  REQUIRE(wcs.size() == kWrites + 1);
+  for (std::size_t i = 0; i <= kWrites; ++i) {
+    CHECK(wcs[i].wr_id == i);
+    CHECK(wcs[i].status == IBV_WC_SUCCESS);
+  }
+  CHECK(std::memcmp(p.server.at(0), p.client.at(0), kLen) == 0);
+}
+
 TEST_CASE("a Read responder whose CQs nobody polls: a poll of another CQ answers, and the QP "
           "goes while one spins",
           "[datapath]") {
