@@ -106,8 +106,9 @@ void Qp::drive(Driver who) {
 // is sure to come soon:
 //  - RDMA Reads while earlier Reads are unanswered: the response that must come is read by
 //    someone (a poll, or the progress thread), and each drive ends in push_tx;
-//  - any post that follows the previous post of the QP back to back, in a burst that began
-//    at most kPollSoonNs after a poll of the send CQ (the program polls between bursts): its
+//  - any post that follows the previous post of the QP back to back with no poll of the send
+//    CQ in between, in a burst that began at most kPollSoonNs after one (the program polls
+//    between bursts): its
 //    next poll that finds the CQ empty sends the burst (Cq::drive takes such a QP even when
 //    its socket is quiet), and the progress thread sends it after kFlushNs (or two posts'
 //    transmit time, if longer) if no poll comes (a program that posts two Writes and then
@@ -132,15 +133,18 @@ void Qp::drive_posted(bool reads_only) {
   Progress* p = ctx()->progress.get();
   const std::int64_t now = mono_ns();
   const bool back_to_back = now - post_end_ns < std::max(kBackToBackNs, tx_cost_ns);
-  // The burst began soon after a poll of the send CQ (this post may be its second).
-  const bool polls_between = in_burst || send_cq()->polled_ns.load(std::memory_order_relaxed) >
-                                             post_start_ns - kPollSoonNs;
+  // No poll of the send CQ since the previous post began (a ping-pong polls for each
+  // completion between its posts), and the burst began soon after one (this post may be its
+  // second).
+  const std::int64_t polled = send_cq()->polled_ns.load(std::memory_order_relaxed);
+  const bool in_loop =
+      polled <= post_start_ns && (in_burst || polled > post_start_ns - kPollSoonNs);
   bool defer = false, burst = false;
   if (connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
       !send_cq()->armed.load(std::memory_order_relaxed)) {
     if (reads_only && engine->reads_outstanding() > 0) {
       defer = true;
-    } else if (p && back_to_back && polls_between) {
+    } else if (p && back_to_back && in_loop) {
       defer = burst = true;
       if (!flush_queued) {
         flush_queued = true;
