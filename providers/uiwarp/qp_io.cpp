@@ -108,11 +108,11 @@ void Qp::drive(Driver who) {
 //    someone (a poll, or the progress thread), and each drive ends in push_tx;
 //  - any post that follows the previous post of the QP back to back with no poll of the send
 //    CQ in between, in a burst that began at most kPollSoonNs after one (the program polls
-//    between bursts): its
-//    next poll that finds the CQ empty sends the burst (Cq::drive takes such a QP even when
-//    its socket is quiet), and the progress thread sends it after kFlushNs (or two posts'
-//    transmit time, if longer) if no poll comes (a program that posts two Writes and then
-//    spins on memory).
+//    between bursts): its next poll that finds the CQ empty sends the burst (Cq::drive takes
+//    such a QP even when its socket is quiet), and the progress thread sends it after
+//    kFlushNs (or two posts' transmit time, if longer) if no poll comes (a program that
+//    posts two Writes and then spins on memory). A ping-pong polls for each completion
+//    between its posts, so its posts always go at once.
 // Back to back means sooner than a post that transmits takes (tx_cost_ns, at least
 // kBackToBackNs): a program that posts faster than sendmsg returns is held up by the system
 // calls, and one that posts slower loses nothing by each post going at once. So the rule
