@@ -206,6 +206,7 @@ struct Qp {
   static constexpr std::size_t kStaging = 64 << 10;
   std::unique_ptr<std::byte[]> staging;
   std::size_t staged_pos = 0, staged_end = 0;
+  bool after_direct = false; // the last read went into place: stage only up to the next header
   std::vector<iwarp::ConstBytes> tx_pieces; // push_tx's gather list, sized once
   // Pollers' receive back-off (qp_io.cpp): the last read that returned bytes, and until when
   // polls leave a quiet socket alone.
