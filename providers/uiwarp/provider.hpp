@@ -134,6 +134,9 @@ struct Cq {
   std::vector<Qp*> qps;
   std::atomic<int> parked{0};
   std::atomic<std::int64_t> polled_ns{0}; // the last poll that found the ring empty
+  // Polls that found nothing since this time (0: the last one returned completions), and the
+  // last time a poller gave way for it (Cq::idle_poll, verbs_cq.cpp).
+  std::atomic<std::int64_t> empty_since_ns{0}, yielded_ns{0};
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
@@ -143,7 +146,8 @@ struct Cq {
   // Progress in the caller's thread: moves the bytes of this CQ's QPs that no other thread
   // is driving right now, and so their completions into the ring; then answers the Read
   // Requests of the context's QPs whose own CQs nobody polls (adopt).
-  void drive();
+  std::int64_t drive();             // returns the time it read
+  void idle_poll(std::int64_t now); // a poll found nothing at `now`: after long, give way
   void drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty);
   void adopt(std::int64_t now, Progress* p, std::size_t mine);
   // A poll hands out completions: parked QPs go back to the progress thread.
