@@ -56,6 +56,29 @@ void send_numbered(Side& from, std::size_t n, std::size_t window) {
   }
 }
 
+// Yields until `landed()` is true or `limit` has passed; says whether it became true.
+template <class F> bool spin_until(F landed, std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  bool seen = false;
+  while (!(seen = landed()) && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+  return seen;
+}
+
+// Whether the `n` octets at `got`, which the provider may be placing at this moment, equal
+// `want`. Not memcmp: glibc's finds the first difference with vector compares and then reads
+// those two octets again for its result, so when a placement reaches that octet in between it
+// returns 0 for buffers that were never equal (session 13: 14 in 300 runs of the burst test
+// under ASan said "landed" with the last 782 octets of a 64 KiB Write not yet placed). An
+// octet here only goes from not placed to placed, so one pass that sees them all right is
+// proof.
+bool placed(const char* got, const char* want, std::size_t n) {
+  const volatile char* g = got;
+  for (std::size_t i = 0; i < n; ++i)
+    if (g[i] != want[i]) return false;
+  return true;
+}
+
 } // namespace
 
 TEST_CASE("a receive CQ polled from two threads: every completion once, each thread in order",
@@ -247,8 +270,8 @@ TEST_CASE("polls that stop after parking a QP: a Write into memory the program s
   ConnectedPair p;
   std::this_thread::sleep_for(std::chrono::milliseconds(20)); // both progress threads idle
   ibv_wc wc;
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
-  while (std::chrono::steady_clock::now() < spin_until)
+  const auto polls_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(5);
+  while (std::chrono::steady_clock::now() < polls_until)
     REQUIRE(ibv_poll_cq(p.server.rcq, 1, &wc) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   const std::size_t off = 4096;
@@ -259,10 +282,7 @@ TEST_CASE("polls that stop after parking a QP: a Write into memory the program s
                         reinterpret_cast<std::uintptr_t>(p.server.at(off)),
                         p.server.mr->rkey) == 0);
   REQUIRE(poll_n(p.client.scq, 1).size() == 1);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (*flag != 0x5a && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-  CHECK(*flag == 0x5a);
+  CHECK(spin_until([&] { return *flag == 0x5a; }, std::chrono::seconds(10)));
 }
 
 TEST_CASE("a parked QP whose socket is full: its pollers send, and when they stop the progress "
@@ -292,10 +312,7 @@ TEST_CASE("a parked QP whose socket is full: its pollers send, and when they sto
     ibv_wc wc;
     if (ibv_poll_cq(p.client.scq, 1, &wc) == 1) wcs.push_back(wc);
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (*flag != 0x3c && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-  CHECK(*flag == 0x3c);
+  CHECK(spin_until([&] { return *flag == 0x3c; }, std::chrono::seconds(20)));
   for (const ibv_wc& wc : poll_n(p.client.scq, kWrites + 1 - wcs.size()))
     wcs.push_back(wc);
   REQUIRE(wcs.size() == kWrites + 1);
@@ -428,11 +445,8 @@ TEST_CASE("RDMA Reads posted while earlier ones are unanswered: they go without 
     REQUIRE(p.client.post(IBV_WR_RDMA_READ, 1 + i, off, kLen, raddr + off, p.server.mr->rkey) == 0);
   }
   const std::size_t last = kBig + (kSmall - 1) * kLen;
-  auto landed = [&] { return std::memcmp(p.client.at(last), p.server.at(src + last), kLen) == 0; };
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!landed() && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(landed());
+  CHECK(spin_until([&] { return placed(p.client.at(last), p.server.at(src + last), kLen); },
+                   std::chrono::seconds(10)));
   std::vector<ibv_wc> wcs = poll_n(p.client.scq, kSmall + 1);
   REQUIRE(wcs.size() == kSmall + 1);
   for (std::size_t i = 0; i < wcs.size(); ++i) {
@@ -446,7 +460,7 @@ TEST_CASE("Writes posted back to back and then no poll: they land, each complete
           "[datapath]") {
   // Posts that follow one another while the program polls its send CQ wait for its next poll
   // (Qp::drive_posted). This program polls once, posts a burst, and then spins on the memory
-  // the last Write fills without polling again: the progress thread must send the burst.
+  // the Writes fill without polling again: the progress thread must send the burst.
   // Back to back is measured against what a transmitting post takes, so 64 KiB Writes posted
   // some microseconds apart (longer than the 2 us floor) form a burst as well.
   auto burst = [](std::size_t len, std::chrono::microseconds pace) {
@@ -465,24 +479,16 @@ TEST_CASE("Writes posted back to back and then no poll: they land, each complete
       while (std::chrono::steady_clock::now() < next) {
       }
     }
-    const std::size_t last = (kWrites - 1) * len;
-    auto landed = [&] { return std::memcmp(p.server.at(dst + last), p.client.at(last), len) == 0; };
-    // What the loop saw, not a second look: until a later message, the Data Sink may not rely
-    // on a Write's buffer (RFC 5040 §5.5), and under ASan a second memcmp right after a true
-    // one read false now and then (session 12). The contents are checked after the
-    // completions below.
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    bool seen = false;
-    while (!(seen = landed()) && std::chrono::steady_clock::now() < until)
-      std::this_thread::yield();
-    CHECK(seen);
+    // The completions below say the Writes went to TCP, not that they were placed: the wait
+    // sees every octet of all of them.
+    CHECK(spin_until([&] { return placed(p.server.at(dst), p.client.at(0), kWrites * len); },
+                     std::chrono::seconds(10)));
     std::vector<ibv_wc> wcs = poll_n(p.client.scq, kWrites);
     REQUIRE(wcs.size() == kWrites);
     for (std::size_t i = 0; i < kWrites; ++i) {
       CHECK(wcs[i].wr_id == i);
       CHECK(wcs[i].status == IBV_WC_SUCCESS);
     }
-    CHECK(std::memcmp(p.server.at(dst), p.client.at(0), kWrites * len) == 0);
     ibv_wc extra;
     CHECK(ibv_poll_cq(p.client.scq, 1, &extra) == 0);
   };
