@@ -70,6 +70,11 @@ void Qp::drive(Driver who) {
   if (srq && engine->rx_held()) engine->rx_retry();
   bool retry_full = who == Driver::Progress || who == Driver::Writable ||
                     (who == Driver::Poll && !ctx()->progress);
+  // What posts held back for this drive (drive_posted) leaves before anything is read: sent
+  // at once, it would have gone before a close that this read may find, and a close found
+  // first flushes it. ibv_srq_pingpong's last Send was flushed so, 2 runs in 100 on a busy
+  // machine: the peer, done, had closed while the Send waited for the poll.
+  if (tx_deferred.load(std::memory_order_relaxed)) push_tx(retry_full);
   std::int64_t now = 0;
   switch (who) {
   case Driver::Post: break;
