@@ -39,10 +39,11 @@ void TxFrame::add_external(ConstBytes b) {
   total_ += b.size();
 }
 
-void TxFrame::gather(std::vector<ConstBytes>& out) const {
+void TxFrame::gather(std::vector<ConstBytes>& out, std::vector<std::uint8_t>* external) const {
   for (std::size_t i = first_piece_; i < pieces_.size(); ++i) {
     ConstBytes b = piece_bytes(pieces_[i]);
     out.push_back(i == first_piece_ ? b.subspan(first_off_) : b);
+    if (external) external->push_back(pieces_[i].ext ? 1 : 0);
   }
 }
 

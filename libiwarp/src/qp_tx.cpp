@@ -49,6 +49,7 @@ void Qp::queue_terminate(const TerminateHeader& t) {
   f.owned.clear();
   f.owned_off = 0;
   f.is_terminate = true;
+  f.read_response = false;
   terminate_queued_ = true;
 }
 
@@ -352,6 +353,7 @@ bool Qp::build_frame() {
   tx_.frame(ConstBytes(hdr_scratch_).first(hdr_len), payload, f.frame);
   f.completes = nullptr;
   f.is_terminate = false;
+  f.read_response = m.read_response.has_value();
   f.owned.clear();
   f.owned_off = 0;
   m.sent += seg;
@@ -368,19 +370,27 @@ bool Qp::tx_pending() {
   return !frames_.empty();
 }
 
-void Qp::tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov) {
+void Qp::tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov,
+                   std::vector<std::uint8_t>* by_ref) {
   tx_pending();
   const std::size_t base = iov.size();
+  if (by_ref) by_ref->resize(base);
   for (const QueuedFrame& f : frames_) {
     if (iov.size() - base >= max_iov) break;
-    if (f.owned.empty())
-      f.frame.gather(iov);
-    else
+    if (f.owned.empty()) {
+      const std::size_t first = iov.size();
+      f.frame.gather(iov, by_ref);
+      if (by_ref && !f.read_response) // a Send's or Write's payload is copied
+        std::fill(by_ref->begin() + static_cast<std::ptrdiff_t>(first), by_ref->end(), 0);
+    } else {
       iov.push_back(ConstBytes(f.owned).subspan(f.owned_off));
+      if (by_ref) by_ref->push_back(0);
+    }
   }
   // A frame may have more pieces than the caller can write at once (markers,
   // gather lists): hand out its first ones; tx_advance copes with a partial frame.
   if (iov.size() - base > max_iov) iov.resize(base + max_iov);
+  if (by_ref) by_ref->resize(iov.size());
 }
 
 void Qp::tx_advance(std::size_t n) {

@@ -7,6 +7,9 @@
 #include "catch_compat.hpp"
 #include "qp_harness.hpp"
 
+#include <numeric>
+#include <set>
+
 using namespace qpt;
 
 TEST_CASE("RD-002 RDMA Read into a multi-SGE sink: Request header, Responses, data", "[qp][read]") {
@@ -130,6 +133,52 @@ TEST_CASE("RD-003 Read source deregistered while its Response is sent: rest not 
   CHECK(hex(segs.back().ulpdu) == hex(terminate_ulpdu(term::rdmap_invalid_stag, 0, 0, 0, {})));
   CHECK(h.qp().state() == QpState::Error);
   h.expect_flushed();
+}
+
+TEST_CASE("RD-005 a Read Response's payload may go by reference, never a header, a CRC, a "
+          "Send's or a Write's payload (tx_gather, by_ref)",
+          "[qp][read]") {
+  // The I/O edge hands flagged pieces to TCP without a copy: only memory that nothing
+  // changes until the requester has it (a Read Response completes nothing at the Data
+  // Source), never a buffer whose completion hands it back to the program (DDP-052).
+  Hostile h;
+  h.arm(true, false);
+  Buf big = reg(h.d.mem, pattern(40000, 6), access::kRemoteRead);
+  Buf out = reg(h.d.mem, pattern(3000, 2));
+  h.d.feed(read_request(big.stag, big.to(0), 40000));
+  REQUIRE(h.qp().post_send(send_wr(1, {out.all()})) == PostError::None);
+  REQUIRE(h.qp().post_send(write_wr(2, {out.all()}, 0x5eed0001, 0x1000)) == PostError::None);
+  auto within = [](ConstBytes p, const Buf& b) {
+    return p.data() >= b.data.data() && p.data() + p.size() <= b.data.data() + b.data.size();
+  };
+  std::size_t by_ref = 0, copied_out = 0;
+  Bytes stream;
+  std::vector<ConstBytes> iov;
+  std::vector<std::uint8_t> flags;
+  for (;;) {
+    iov.clear();
+    h.qp().tx_gather(iov, 7, &flags); // a few pieces at a time: partial frames too
+    REQUIRE(flags.size() == iov.size());
+    if (iov.empty()) break;
+    for (std::size_t i = 0; i < iov.size(); ++i) {
+      INFO("piece " << i << " of " << iov[i].size() << " octets");
+      CHECK(static_cast<bool>(flags[i]) == within(iov[i], big));
+      if (flags[i]) by_ref += iov[i].size();
+      if (within(iov[i], out)) copied_out += iov[i].size();
+      stream.insert(stream.end(), iov[i].begin(), iov[i].end());
+    }
+    h.qp().tx_advance(std::accumulate(iov.begin(), iov.end(), std::size_t{0},
+                                      [](std::size_t n, ConstBytes b) { return n + b.size(); }));
+  }
+  CHECK(by_ref == 40000);
+  CHECK(copied_out == 6000);
+  // What was gathered is the whole stream: the Response's segments, the Send and the Write.
+  std::set<std::uint8_t> ops;
+  for (const auto& seg : h.d.segs(stream))
+    ops.insert(seg.h.opcode);
+  CHECK(ops == std::set<std::uint8_t>{static_cast<std::uint8_t>(Opcode::RdmaWrite),
+                                      static_cast<std::uint8_t>(Opcode::RdmaReadResponse),
+                                      static_cast<std::uint8_t>(Opcode::Send)});
 }
 
 // ---- hostile Read Requests (RFC 5040 §5.2.1, §7.2): Terminate with the RDMA header (R) ----

@@ -27,8 +27,10 @@ namespace iwarp {
 // the frame has been written.
 class TxFrame {
 public:
-  // Appends this frame's remaining pieces to `out` (for writev).
-  void gather(std::vector<ConstBytes>& out) const;
+  // Appends this frame's remaining pieces to `out` (for writev); with `external`, one flag
+  // per piece appended: 1 for the referenced payload, 0 for octets of the frame's own
+  // (header, markers, PAD, CRC).
+  void gather(std::vector<ConstBytes>& out, std::vector<std::uint8_t>* external = nullptr) const;
   std::size_t remaining() const { return total_ - sent_; }
   std::size_t size() const { return total_; }
   std::size_t piece_count() const { return pieces_.size() - first_piece_; }

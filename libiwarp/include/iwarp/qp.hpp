@@ -236,8 +236,15 @@ public:
   PostError post_recv(const RecvWr& wr);
 
   // ---- transmit ----
-  // Appends the gather list of what is ready to send (at most `max_iov` pieces).
-  void tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov = 1024);
+  // Appends the gather list of what is ready to send (at most `max_iov` pieces). With
+  // `by_ref`, one flag per piece appended: 1 where the I/O edge may hand the octets to the LLP
+  // by reference instead of copying them (vmsplice), because nothing changes them until the
+  // peer has them: the payload of an RDMA Read Response, in the Data Source's registered
+  // memory, whose consumer learns that the Read is done only from the requester (RFC 5040: a
+  // Read Response completes nothing at the Data Source). Never a Send's or Write's payload:
+  // its completion lets the consumer reuse the buffer at once (DDP-052).
+  void tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov = 1024,
+                 std::vector<std::uint8_t>* by_ref = nullptr);
   // `n` octets of the gather list were written.
   void tx_advance(std::size_t n);
   bool tx_pending();
@@ -311,6 +318,7 @@ private:
     TxFrame frame;
     SqEntry* completes = nullptr;
     bool is_terminate = false;
+    bool read_response = false; // its payload may go by reference (tx_gather)
     // The unsent rest of a frame that was partly written when its work request
     // was flushed: copied, because the WR's memory may go away with the WR.
     std::vector<std::byte> owned;
