@@ -20,8 +20,6 @@ namespace uiwarp {
 
 namespace {
 
-constexpr std::size_t kMaxIov = 256;
-
 // What the connection negotiated (iwarp::qp_config_from) and this QP's own limits.
 iwarp::QpConfig config_for(const Qp* qp, int fd, const iwarp::ConnParams& p) {
   // MPA-040: MULPDU from the EMSS (TCP MSS), markers included; qp_config_from ignores it when
@@ -74,7 +72,8 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->engine = std::make_unique<iwarp::Qp>(config_for(qp, fd, p), ctx->mem,
                                              qp->srq ? qp->srq->q.get() : nullptr);
     qp->staging = std::make_unique_for_overwrite<std::byte[]>(Qp::kStaging);
-    qp->tx_pieces.reserve(kMaxIov);
+    qp->tx_pieces.reserve(Qp::kMaxIov);
+    qp->tx_by_ref.reserve(Qp::kMaxIov);
   } catch (const std::bad_alloc&) {
     qp->engine.reset();
     return ENOMEM;

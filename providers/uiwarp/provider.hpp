@@ -211,7 +211,21 @@ struct Qp {
   std::unique_ptr<std::byte[]> staging;
   std::size_t staged_pos = 0, staged_end = 0;
   bool after_direct = false; // the last read went into place: stage only up to the next header
-  std::vector<iwarp::ConstBytes> tx_pieces; // push_tx's gather list, sized once
+  static constexpr std::size_t kMaxIov = 256; // pieces per sendmsg, writev or vmsplice
+  std::vector<iwarp::ConstBytes> tx_pieces;   // push_tx's gather list, sized once
+  std::vector<std::uint8_t> tx_by_ref;        // and which pieces may go by reference
+  // Large Read Responses go by reference through a pipe of the QP's own (qp_splice.cpp):
+  // its ends once made, the octets it holds that are not yet in the socket, and whether
+  // splicing failed here (the QP copies from then on). Which path is cheaper depends on the
+  // machine, so each is timed: epochs of the choice so far, and per path [copy, splice] the
+  // time and octets of its pushes in this one.
+  int tx_pipe[2] = {-1, -1};
+  std::size_t tx_piped = 0;
+  bool splice_failed = false;
+  bool prefer_splice = false;
+  std::uint32_t splice_epochs = 0;
+  std::int64_t path_ns[2] = {0, 0};
+  std::uint64_t path_octets[2] = {0, 0};
   // Pollers' receive back-off (qp_io.cpp): the last read that returned bytes, and until when
   // polls leave a quiet socket alone.
   std::int64_t rx_data_ns = 0;
@@ -270,6 +284,23 @@ struct Qp {
   // After a post (`reads_only`: of RDMA Reads alone): transmits now, or leaves what was
   // posted for the next drive when one is sure to come soon (qp_io.cpp).
   void drive_posted(bool reads_only);
+  // A send into the socket failed with `err` (not EINTR): full (want_write, tried again when
+  // there is room), or the connection is gone.
+  void tx_error(int err);
+  // The pipe path of push_tx (qp_splice.cpp): whether the gathered pieces should take it (and
+  // its pipe exists); puts them into the pipe until it is full and returns how many octets it
+  // took; moves the pipe into the socket (false: full, or the connection failed); closes it.
+  struct PushClock { // a push_tx that sends large Read Responses, timed for want_splice
+    Qp* qp;
+    std::int64_t t0 = 0;
+    bool spliced = false;
+    std::size_t octets = 0;
+    ~PushClock();
+  };
+  bool want_splice(PushClock& clock);
+  std::size_t fill_pipe();
+  bool drain_pipe();
+  void close_pipe();
   // Reads and processes what the socket has, up to `budget` octets; false if the socket
   // had nothing.
   bool pull_rx(std::size_t budget);

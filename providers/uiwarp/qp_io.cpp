@@ -34,7 +34,6 @@ namespace {
 // full (the stream has small frames again, which a full kStaging read batches).
 constexpr std::size_t kDirectRead = 16 << 10;
 constexpr std::size_t kDirectTail = 1024;
-constexpr int kMaxIov = 256;
 // How much one drive reads, per driver (Driver in provider.hpp).
 constexpr std::size_t kPollBudget = 256 << 10;    // then the poll returns what completed
 constexpr std::size_t kReleaseBudget = 256 << 10; // what follows a Send that waited
@@ -186,10 +185,20 @@ void Qp::push_tx(bool retry_full) {
   // call each.
   if (want_write && !retry_full) return;
   iovec iov[kMaxIov];
+  PushClock clock{this}; // times pushes of large Read Responses (qp_splice.cpp)
   for (;;) {
+    // What the pipe holds goes first: it is the stream's next octets (qp_splice.cpp).
+    if (tx_piped > 0 && !drain_pipe()) return;
     tx_pieces.clear();
-    engine->tx_gather(tx_pieces, kMaxIov);
+    engine->tx_gather(tx_pieces, kMaxIov, &tx_by_ref);
     if (tx_pieces.empty()) break;
+    if (want_splice(clock)) {
+      if (const std::size_t n = fill_pipe(); n > 0) {
+        engine->tx_advance(n);
+        clock.octets += n;
+        continue;
+      }
+    }
     for (std::size_t i = 0; i < tx_pieces.size(); ++i)
       iov[i] = {const_cast<std::byte*>(tx_pieces[i].data()), tx_pieces[i].size()};
     msghdr msg{};
@@ -198,18 +207,23 @@ void Qp::push_tx(bool retry_full) {
     ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        want_write = true;
-      } else {
-        engine->on_peer_closed(false);
-        peer_closed = true;
-      }
+      tx_error(errno);
       return;
     }
     want_write = false;
     engine->tx_advance(static_cast<std::size_t>(n));
+    clock.octets += static_cast<std::size_t>(n);
   }
   want_write = false;
+}
+
+void Qp::tx_error(int err) {
+  if (err == EAGAIN) {
+    want_write = true;
+  } else {
+    engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
+    peer_closed = true;
+  }
 }
 
 bool Qp::pull_rx(std::size_t budget) {
@@ -297,7 +311,7 @@ void Qp::after_io() {
         ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
     }
   }
-  if (engine->wants_disconnect() && !fin_sent && fd >= 0) {
+  if (engine->wants_disconnect() && !fin_sent && fd >= 0 && tx_piped == 0) {
     // Graceful close done or Terminate written: FIN (RFC 5040 §6.2.1).
     ::shutdown(fd, SHUT_WR);
     fin_sent = true;
@@ -351,6 +365,7 @@ void Qp::detach() {
     ::close(fd);
   }
   fd = -1;
+  close_pipe();
   engine.reset();
   want_write = fin_sent = peer_closed = event_reported = false;
   staged_pos = staged_end = 0;

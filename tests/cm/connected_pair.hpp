@@ -186,6 +186,20 @@ private:
   rdma_cm_id* listen_ = nullptr;
 };
 
+// Whether the `n` octets at `got`, which the provider may be placing at this moment, equal
+// `want`. Not memcmp: glibc's finds the first difference with vector compares and then reads
+// those two octets again for its result, so when a placement reaches that octet in between it
+// returns 0 for buffers that were never equal (session 13: 14 in 300 runs of the burst test
+// under ASan said "landed" with the last 782 octets of a 64 KiB Write not yet placed). An
+// octet here only goes from not placed to placed, so one pass that sees them all right is
+// proof.
+inline bool placed(const char* got, const char* want, std::size_t n) {
+  const volatile char* g = got;
+  for (std::size_t i = 0; i < n; ++i)
+    if (g[i] != want[i]) return false;
+  return true;
+}
+
 // Polls `cq` until `n` completions arrived or `ms` passed; fails the test on an error status.
 inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t n, int ms = 20000) {
   std::vector<ibv_wc> out;
