@@ -143,6 +143,9 @@ struct Cq {
   Context* ctx() { return Context::of(vcq.cq.context); }
   // Adds completions; signals the channel if armed (and solicited, when asked).
   void push(const ibv_wc& wc, bool solicited);
+  // A poll's first step: true if the ring holds completions, driving this CQ's QPs when it is
+  // empty (drive), and counting a poll that still finds nothing as idle (idle_poll).
+  bool ready();
   // Progress in the caller's thread: moves the bytes of this CQ's QPs that no other thread
   // is driving right now, and so their completions into the ring; then answers the Read
   // Requests of the context's QPs whose own CQs nobody polls (adopt).
@@ -287,9 +290,6 @@ struct Qp {
   // A send into the socket failed with `err` (not EINTR): full (want_write, tried again when
   // there is room), or the connection is gone.
   void tx_error(int err);
-  // The pipe path of push_tx (qp_splice.cpp): whether the gathered pieces should take it (and
-  // its pipe exists); puts them into the pipe until it is full and returns how many octets it
-  // took; moves the pipe into the socket (false: full, or the connection failed); closes it.
   struct PushClock { // a push_tx that sends large Read Responses, timed for want_splice
     Qp* qp;
     std::int64_t t0 = 0;
@@ -297,6 +297,9 @@ struct Qp {
     std::size_t octets = 0;
     ~PushClock();
   };
+  // The pipe path of push_tx (qp_splice.cpp): whether the gathered pieces should take it (and
+  // its pipe exists); puts them into the pipe until it is full and returns how many octets it
+  // took; moves the pipe into the socket (false: full, or the connection failed); closes it.
   bool want_splice(PushClock& clock);
   std::size_t fill_pipe();
   bool drain_pipe();

@@ -59,13 +59,7 @@ void load_current(Cq* cq) {
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) noexcept {
   if (attr && attr->comp_mask) return EINVAL;
   Cq* cq = Cq::of(cqx);
-  if (cq->count.load(std::memory_order_acquire) == 0) {
-    const std::int64_t now = cq->drive();
-    if (cq->count.load(std::memory_order_acquire) == 0) {
-      cq->idle_poll(now);
-      return ENOENT;
-    }
-  }
+  if (!cq->ready()) return ENOENT;
   cq->unpark();
   impl(cq)->poll_mu.lock();
   bool got;
@@ -243,14 +237,7 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) noexcept {
   if (num < 0) return -EINVAL;
   Cq* cq = Cq::of(ibcq);
   if (num == 0) return 0;
-  // What is queued is returned at once; only an empty ring costs system calls.
-  if (cq->count.load(std::memory_order_acquire) == 0) {
-    const std::int64_t now = cq->drive();
-    if (cq->count.load(std::memory_order_acquire) == 0) {
-      cq->idle_poll(now);
-      return 0;
-    }
-  }
+  if (!cq->ready()) return 0;
   int n = 0;
   {
     std::lock_guard<std::mutex> lock(cq->mu);
@@ -300,6 +287,15 @@ void Cq::drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty) {
     if (p) p->polled(qp, now, empty);
   }
   qp->mu.unlock();
+}
+
+bool Cq::ready() {
+  // What is queued is returned at once; only an empty ring costs system calls.
+  if (count.load(std::memory_order_acquire) > 0) return true;
+  const std::int64_t now = drive();
+  if (count.load(std::memory_order_acquire) > 0) return true;
+  idle_poll(now);
+  return false;
 }
 
 std::int64_t Cq::drive() {
