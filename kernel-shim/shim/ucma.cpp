@@ -16,6 +16,7 @@
 #include "ucma_emu.hpp"
 #include "uiwarp/daemon_start.hpp"
 #include "uiwarp/log.hpp"
+#include "uiwarp/thread.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -159,7 +160,7 @@ void Ucma::gone() {
   for (const auto& [h, id] : st.ids())
     if (id.listening && !relistening_) {
       relistening_ = true;
-      std::thread([this] { relisten(); }).detach();
+      start_thread([this] { relisten(); }).detach();
     }
   if (st.fail_connects(-ECONNABORTED))
     log_error("uiwarpd went away while connecting; connect failed");

@@ -5,6 +5,7 @@
 
 #include "uiwarp/daemon_start.hpp"
 #include "uiwarp/log.hpp"
+#include "uiwarp/thread.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -41,7 +42,7 @@ bool DaemonLink::connect(std::string* err) {
     return false;
   }
   fd_ = s;
-  std::thread([this, s] { reader(s); }).detach();
+  start_thread([this, s] { reader(s); }).detach();
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "ucma_emu.hpp"
 #include "uiwarp/ib_connect.hpp"
 #include "uiwarp/log.hpp"
+#include "uiwarp/thread.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -111,7 +112,7 @@ void Ucma::ib_reply(const proto::ConnectReply& m, int fd, std::unique_lock<std::
   const bool unheard =
       (m.status == ECONNREFUSED || m.status == ECONNRESET) && m.private_data.empty();
   if (p.t.initiator && unheard && Clock::now() + kRetryPause < p.until) {
-    std::thread([this, qp_num, id = p.id] {
+    start_thread([this, qp_num, id = p.id] {
       std::this_thread::sleep_for(kRetryPause);
       ib_retry(qp_num, id);
     }).detach();
@@ -158,7 +159,7 @@ void Ucma::ib_lost() {
   ib_.clear();
   const ProviderOps* ops = provider_;
   if (lost.empty() || !ops) return;
-  std::thread([ops, lost] {
+  start_thread([ops, lost] {
     for (std::uint32_t qpn : lost) {
       log::error("ibv", "IB-style connect of QP " + ib::qpn_string(qpn) +
                             " failed: uiwarpd went away before the peer connected");

@@ -17,6 +17,7 @@
 // or the timer list has it; references are dropped between batches of events, never while
 // a batch might still name the QP.
 #include "provider.hpp"
+#include "uiwarp/thread.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -25,6 +26,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <utility>
 
 namespace uiwarp {
 
@@ -68,7 +70,7 @@ Progress::Progress() {
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr; // the wake-up eventfd
   ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread([this] { run(); });
 }
 
 Progress::~Progress() {
@@ -323,8 +325,23 @@ void Progress::check_timers(std::int64_t now) {
     qp->unref();
 }
 
+void Progress::abandon() {
+  for (int* fd : {&epfd_, &wakefd_})
+    if (*fd >= 0) ::close(std::exchange(*fd, -1));
+}
+
+void Context::drop_inherited_progress() {
+  if (!progress || !progress->inherited()) return;
+  // librdmacm keeps one context per device for the life of the process, so a child of a
+  // program that used the RDMA CM connects on its parent's context: it gets a thread of its
+  // own, and the parent's is forgotten (a leak of one object per fork that used it).
+  progress->abandon();
+  [[maybe_unused]] Progress* forgotten = progress.release();
+}
+
 int Context::start_progress() {
   std::lock_guard lock(mu);
+  drop_inherited_progress();
   if (progress) return 0;
   auto p = std::make_unique<Progress>();
   if (!p->ok()) return ENOMEM;
@@ -332,6 +349,9 @@ int Context::start_progress() {
   return 0;
 }
 
-Context::~Context() { progress.reset(); }
+Context::~Context() {
+  drop_inherited_progress();
+  progress.reset();
+}
 
 } // namespace uiwarp

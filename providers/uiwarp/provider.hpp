@@ -19,6 +19,7 @@
 #include <string>
 #include <sys/epoll.h>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace uiwarp {
@@ -96,6 +97,8 @@ struct Context {
   void post_async_event(std::uint64_t element, std::uint32_t type);
   // Starts the progress thread unless it runs: 0 or ENOMEM.
   int start_progress();
+  // In a child of fork(): forgets the parent's progress thread (Progress::inherited).
+  void drop_inherited_progress();
 };
 
 // Objects that others depend on count their users: destroying one in use is
@@ -208,6 +211,8 @@ struct Qp {
   bool fin_sent = false;
   bool peer_closed = false;
   bool event_reported = false;
+  bool recv_wait_reported = false; // report_recv_wait said it once for this connection
+  std::string addresses;           // "local -> peer", for the log lines (note_endpoints)
   // Headers and short payloads are read through here, many frames per system call;
   // uninitialised, so an idle connection's pages are never touched (qp_io.cpp).
   static constexpr std::size_t kStaging = 64 << 10;
@@ -281,6 +286,12 @@ struct Qp {
   void reap(bool until_flushed = false);
   // Flushes everything outstanding (QP to ERR).
   void flush();
+  // The log lines of qp_report.cpp: "connection A -> B, QP 0x..."; why the connection ended
+  // (not for an orderly close or the program's own flush); a Send that waits for a receive.
+  void note_endpoints(); // at attach
+  std::string endpoints() const;
+  void report_end() const;
+  void report_recv_wait();
   // Transmits what the engine has ready; notes a full socket, which is tried again only
   // with `retry_full` (the progress thread, and pollers of a parked QP; not every post).
   void push_tx(bool retry_full);
@@ -327,6 +338,12 @@ public:
   Progress();
   ~Progress();
   bool ok() const { return epfd_ >= 0; }
+  // A child of fork() inherits the object but not its thread (fork copies only the caller),
+  // and its epoll set is the parent's own: the child must neither use nor join it.
+  bool inherited() const { return owner_ != ::getpid(); }
+  // In such a child: closes the child's copies of the descriptors; the object is then left
+  // alone (never destroyed: its thread cannot be joined).
+  void abandon();
   int add(Qp* qp);     // qp->mu held; takes a reference
   void remove(Qp* qp); // qp->mu held; the reference goes once the thread is done with it
   void sync(Qp* qp);   // qp->mu held: watch what the QP's state asks for
@@ -349,6 +366,7 @@ private:
   void release(Qp* qp);                    // drops a reference after the current batch of events
   int epfd_ = -1;
   int wakefd_ = -1;
+  pid_t owner_ = ::getpid();
   std::atomic<bool> stop_{false};
   std::mutex timers_mu_; // timers_, released_, flushes_ and wake_at_
   std::vector<Qp*> timers_;
