@@ -10,18 +10,23 @@
 
 namespace iwarp {
 
+namespace {
+// Payload copied and CRCed in blocks of this size: well inside L1d.
+constexpr std::size_t kCopyBlock = 8192;
+} // namespace
+
 // ---- TxFrame -----------------------------------------------------------------
 
 void TxFrame::add_internal(ConstBytes b) {
   assert(arena_used_ + b.size() <= arena_.size());
   std::memcpy(arena_.data() + arena_used_, b.data(), b.size());
   // Adjacent internal octets share one piece, so a header is one iovec.
-  if (!pieces_.empty() && !pieces_.back().ext &&
+  if (!pieces_.empty() && !pieces_.back().ext && !pieces_.back().copied &&
       pieces_.back().off + pieces_.back().len == arena_used_) {
     pieces_.back().len += static_cast<std::uint32_t>(b.size());
   } else {
-    pieces_.push_back(
-        {nullptr, static_cast<std::uint32_t>(arena_used_), static_cast<std::uint32_t>(b.size())});
+    pieces_.push_back({nullptr, static_cast<std::uint32_t>(arena_used_),
+                       static_cast<std::uint32_t>(b.size()), false});
   }
   arena_used_ += b.size();
   total_ += b.size();
@@ -35,8 +40,21 @@ void TxFrame::reserve(std::size_t max_ulpdu, bool markers, std::size_t payload_p
 }
 void TxFrame::add_external(ConstBytes b) {
   if (b.empty()) return;
-  pieces_.push_back({b.data(), 0, static_cast<std::uint32_t>(b.size())});
+  pieces_.push_back({b.data(), 0, static_cast<std::uint32_t>(b.size()), false});
   total_ += b.size();
+}
+
+std::byte* TxFrame::copy_area(std::size_t n) {
+  if (copy_.size() < n) copy_.resize(n);
+  return copy_.data();
+}
+
+void TxFrame::add_copied(std::size_t off, std::size_t len) {
+  if (len == 0) return;
+  assert(off + len <= copy_.size());
+  pieces_.push_back(
+      {nullptr, static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(len), true});
+  total_ += len;
 }
 
 void TxFrame::gather(std::vector<ConstBytes>& out, std::vector<std::uint8_t>* external) const {
@@ -90,7 +108,7 @@ void FpduTx::emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered) 
   pos_ += kMarkerLen;
 }
 
-void FpduTx::emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered) {
+void FpduTx::emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered, bool copied) {
   while (!b.empty()) {
     std::size_t chunk = b.size();
     if (markers_) {
@@ -104,6 +122,8 @@ void FpduTx::emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered) {
     ConstBytes piece = b.first(chunk);
     if (internal)
       out.add_internal(piece);
+    else if (copied)
+      out.add_copied(static_cast<std::size_t>(piece.data() - out.copy_.data()), piece.size());
     else
       out.add_external(piece);
     if (crc_ && crc_covered) crc_state_ = crc32c_update(crc_state_, piece);
@@ -137,8 +157,19 @@ void FpduTx::frame(ConstBytes header, std::span<const ConstBytes> payload, TxFra
   store_be16(len.data(), static_cast<std::uint16_t>(ulpdu_len));
   emit(out, len, true, true);
   emit(out, header, true, true);
-  for (ConstBytes p : payload)
-    emit(out, p, false, true);
+  if (crc_) {
+    // The CRC and the wire take the same octets: the copy (see framing.hpp).
+    const std::size_t n = ulpdu_len - header.size();
+    std::byte* dst = out.copy_area(n);
+    for (ConstBytes p : payload) {
+      if (!p.empty()) std::memcpy(dst, p.data(), p.size());
+      dst += p.size();
+    }
+    emit(out, ConstBytes(out.copy_.data(), n), false, true, true);
+  } else {
+    for (ConstBytes p : payload)
+      emit(out, p, false, true);
+  }
   static constexpr std::array<std::byte, 3> kZeroPad{};
   emit(out, ConstBytes(kZeroPad).first(fpdu_pad(ulpdu_len)), true, true);
 
@@ -169,10 +200,27 @@ void FpduTx::frame_plain(ConstBytes header, std::span<const ConstBytes> payload,
   ConstBytes head_bytes = ConstBytes(head).first(kMpaLenField + header.size());
   out.add_internal(head_bytes);
   std::uint32_t crc = kCrc32cInit;
-  if (crc_) crc = crc32c_update(crc, head_bytes);
-  for (ConstBytes p : payload) {
-    out.add_external(p);
-    if (crc_ && !p.empty()) crc = crc32c_update(crc, p);
+  if (crc_) {
+    crc = crc32c_update(crc, head_bytes);
+    // The CRC and the wire take the same octets: the copy (see framing.hpp). Copy and CRC
+    // go block by block, so the CRC reads what the copy just wrote while it is in L1.
+    // (ISA-L stitches a copy to the T10-DIF CRC only, not to crc32_iscsi.)
+    const std::size_t n = ulpdu_len - header.size();
+    std::byte* const base = out.copy_area(n);
+    std::byte* dst = base;
+    for (ConstBytes p : payload) {
+      while (!p.empty()) {
+        const std::size_t k = std::min(p.size(), kCopyBlock);
+        std::memcpy(dst, p.data(), k);
+        crc = crc32c_update(crc, ConstBytes(dst, k));
+        dst += k;
+        p = p.subspan(k);
+      }
+    }
+    out.add_copied(0, n);
+  } else {
+    for (ConstBytes p : payload)
+      out.add_external(p);
   }
   std::size_t pad = fpdu_pad(ulpdu_len);
   std::array<std::byte, 3 + kCrcLen> tail{}; // PAD is zero (RFC 5044 §4.1)

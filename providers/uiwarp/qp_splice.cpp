@@ -6,7 +6,8 @@
 // is spliced to the socket. sendmsg copies every octet into the socket; this way TCP holds the
 // registered pages themselves, and the receiver's read is the only copy. libiwarp says which
 // pieces may go so (Qp::tx_gather's by_ref: a Read Response's payload, which nothing changes
-// until the requester has it); a Send's or Write's payload is always copied, since its
+// until the requester has it, and only on a connection without CRC: with CRC the frame carries
+// a copy, the octets its CRC covers); a Send's or Write's payload is always copied, since its
 // completion lets the program reuse the buffer at once.
 //
 // Which is cheaper depends on the machine, so each QP times both (want_splice). Measured with

@@ -1015,16 +1015,22 @@ TEST_CASE("MPA-047 TxFrame partial writes: consume odd chunks, gather returns th
     if (markers) CHECK(markers_in >= 4);
     REQUIRE(f.size() == all.size());
 
-    // The payload is referenced, not copied: some iovecs point into pay1/pay2.
+    // Without CRC the payload is referenced, not copied: iovecs point into pay1/pay2. With
+    // CRC it is copied (the CRC covers the copy): none does.
     std::vector<ConstBytes> iov;
-    f.gather(iov);
+    std::vector<std::uint8_t> ext_flags;
+    f.gather(iov, &ext_flags);
     REQUIRE(iov.size() == f.piece_count());
-    std::size_t external = 0;
-    for (ConstBytes b : iov) {
+    REQUIRE(ext_flags.size() == iov.size());
+    std::size_t external = 0, flagged = 0;
+    for (std::size_t i = 0; i < iov.size(); ++i) {
+      const ConstBytes b = iov[i];
       if (b.data() >= pay1.data() && b.data() < pay1.data() + pay1.size()) external += b.size();
       if (b.data() >= pay2.data() && b.data() < pay2.data() + pay2.size()) external += b.size();
+      if (ext_flags[i]) flagged += b.size();
     }
-    CHECK(external == pay1.size() + pay2.size());
+    CHECK(external == (crc ? 0 : pay1.size() + pay2.size()));
+    CHECK(flagged == external);
 
     std::mt19937 rng(47);
     std::size_t sent = 0;
@@ -1088,4 +1094,39 @@ TEST_CASE("MPA-047 TxFrame consume across whole pieces and zero-length consume",
   for (ConstBytes b : iov)
     again.insert(again.end(), b.begin(), b.end());
   CHECK(again == f.to_bytes());
+}
+
+TEST_CASE("MPA-028 the CRC covers the octets sent, even when the source changes after framing",
+          "[framing]") {
+  // A program may change a buffer while a work request sends it (QEMU rewrites guest RAM while
+  // it migrates it): the target's contents are then undefined, but the FPDU must still carry
+  // a CRC over its own octets, or the receiver ends the connection (HX-030).
+  const Bytes hdr = pattern(18, 5);
+  for (auto [crc, markers] : kConfigs) {
+    for (std::size_t n : {std::size_t{1}, std::size_t{4096}, std::size_t{20000}, kMaxUlpdu - 18}) {
+      INFO("crc " << crc << " markers " << markers << " payload " << n);
+      Bytes pay1 = pattern(n / 2, 6), pay2 = pattern(n - n / 2, 7);
+      const Bytes orig1 = pay1, orig2 = pay2;
+      ConstBytes pieces[] = {pay1, pay2};
+      FpduTx tx(crc, markers);
+      TxFrame f;
+      tx.frame(hdr, pieces, f);
+      // Rewritten after framing, before the frame is written.
+      std::fill(pay1.begin(), pay1.end(), std::byte{0x5a});
+      std::fill(pay2.begin(), pay2.end(), std::byte{0xa5});
+      const Bytes wire = f.to_bytes();
+      const RxRun r = rx_whole(crc, markers, wire);
+      CHECK_FALSE(r.error);
+      REQUIRE(r.ulpdus.size() == 1);
+      Bytes want = hdr;
+      if (crc) { // the octets of the time of framing, whole
+        want.insert(want.end(), orig1.begin(), orig1.end());
+        want.insert(want.end(), orig2.begin(), orig2.end());
+      } else { // referenced: what the memory holds when it is written
+        want.insert(want.end(), pay1.begin(), pay1.end());
+        want.insert(want.end(), pay2.begin(), pay2.end());
+      }
+      CHECK(r.ulpdus[0] == want);
+    }
+  }
 }

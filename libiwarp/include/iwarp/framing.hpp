@@ -4,7 +4,12 @@
 // CRC, with a 4-octet marker every 512 octets of stream when the receiver asked
 // for markers. Sans-IO in both directions:
 //  - FpduTx turns a ULPDU given as pieces (header octets, then spans of user
-//    memory) into a gather list; the payload is never copied.
+//    memory) into a gather list. With CRC on, the payload is copied into the frame
+//    and the CRC taken over that copy, which is what goes on the wire: the CRC must
+//    cover the octets actually sent (RFC 5044 §4.4) even when the program changes
+//    its buffer while the work request is in flight (the target's contents are
+//    then undefined, as verbs say, but the connection lives, as on an RNIC). With
+//    CRC off, payload pieces are referenced and never copied here.
 //  - FpduRx is told the bytes that arrived and says where the next ones go; the
 //    ULPDU octets go wherever its UlpduSink says (for the data path: straight into
 //    registered memory), so the socket can be read into place.
@@ -22,14 +27,14 @@
 namespace iwarp {
 
 // One FPDU ready for the wire, as a gather list. Octets the framer generates
-// (markers, ULPDU_Length, DDP/RDMAP header copy, PAD, CRC) live in the frame;
-// payload pieces point at the caller's memory, which must stay unchanged until
-// the frame has been written.
+// (markers, ULPDU_Length, DDP/RDMAP header copy, PAD, CRC) live in the frame, and
+// so does a payload copied for its CRC; other payload pieces point at the caller's
+// memory, which must stay mapped until the frame has been written.
 class TxFrame {
 public:
   // Appends this frame's remaining pieces to `out` (for writev); with `external`, one flag
   // per piece appended: 1 for the referenced payload, 0 for octets of the frame's own
-  // (header, markers, PAD, CRC).
+  // (header, markers, a copied payload, PAD, CRC).
   void gather(std::vector<ConstBytes>& out, std::vector<std::uint8_t>* external = nullptr) const;
   std::size_t remaining() const { return total_ - sent_; }
   std::size_t size() const { return total_; }
@@ -46,15 +51,21 @@ public:
 private:
   friend class FpduTx;
   struct Piece {
-    const std::byte* ext; // nullptr: octets at arena_[off]
+    const std::byte* ext; // nullptr: octets of the frame's own, at arena_ or copy_ [off]
     std::uint32_t off;
     std::uint32_t len;
+    bool copied; // at copy_[off]
   };
   ConstBytes piece_bytes(const Piece& p) const {
-    return {p.ext ? p.ext : arena_.data() + p.off, p.len};
+    if (p.ext) return {p.ext, p.len};
+    return {(p.copied ? copy_.data() : arena_.data()) + p.off, p.len};
   }
   void add_internal(ConstBytes b);
   void add_external(ConstBytes b);
+  // Room for `n` payload octets copied into the frame (grows once per slot, then reused).
+  std::byte* copy_area(std::size_t n);
+  // copy_[off, off + len) as a piece.
+  void add_copied(std::size_t off, std::size_t len);
 
   // Markers: at most one per 512 octets of a maximum FPDU, plus header, PAD, CRC.
   static constexpr std::size_t kArenaSize =
@@ -62,6 +73,7 @@ private:
       kMpaLenField + 128 + 3 + kCrcLen;
   std::array<std::byte, kArenaSize> arena_{};
   std::size_t arena_used_ = 0;
+  std::vector<std::byte> copy_; // the payload, when its CRC is taken (FpduTx with CRC on)
   std::vector<Piece> pieces_;
   std::size_t total_ = 0;
   std::size_t sent_ = 0;
@@ -92,7 +104,8 @@ public:
 private:
   // Appends `b`, splitting it at marker positions; `fpdu_start` is the stream
   // offset of the ULPDU_Length field the markers point back to.
-  void emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered);
+  // `copied`: `b` lies in out's copy area (a payload copied for its CRC).
+  void emit(TxFrame& out, ConstBytes b, bool internal, bool crc_covered, bool copied = false);
   void emit_marker(TxFrame& out, std::uint16_t fpduptr, bool crc_covered);
   void frame_plain(ConstBytes header, std::span<const ConstBytes> payload, std::size_t ulpdu_len,
                    TxFrame& out); // no markers: fewer, larger CRC calls

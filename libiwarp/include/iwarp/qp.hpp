@@ -163,9 +163,16 @@ std::string_view qp_state_name(QpState s);
 
 struct QpError {
   TermCode code{};
-  bool remote = false; // the peer's Terminate (true) or detected here (false)
-  std::string message; // names the cause
+  bool remote = false;   // the peer's Terminate (true) or detected here (false)
+  bool consumer = false; // the consumer moved the QP to Error (flush): nothing went wrong
+  std::string message;   // names the cause
 };
+
+// One phrase for a log line: the cause, and the Terminate that carried it either way, e.g.
+// "MPA: CRC error (Terminate sent: layer 2 LLP, type 0, code 2)" or "peer sent Terminate:
+// MPA: CRC error (layer 2 LLP, type 0, code 2)". `terminate_sent`: this end put a Terminate
+// on the wire (Qp::terminate_sent()).
+std::string describe(const QpError& e, bool terminate_sent);
 
 struct QpConfig {
   std::uint32_t qp_id = 1; // stream id for STag association (RFC 5041 §8.2)
@@ -230,6 +237,8 @@ public:
   const QpConfig& config() const { return cfg_; }
   QpState state() const { return state_; }
   const std::optional<QpError>& error() const { return error_; }
+  // This end's Terminate left (the LLP took all of it).
+  bool terminate_sent() const { return terminate_sent_; }
 
   // ---- work requests (post after error: completes with Flushed) ----
   PostError post_send(const SendWr& wr);
@@ -242,7 +251,8 @@ public:
   // peer has them: the payload of an RDMA Read Response, in the Data Source's registered
   // memory, whose consumer learns that the Read is done only from the requester (RFC 5040: a
   // Read Response completes nothing at the Data Source). Never a Send's or Write's payload:
-  // its completion lets the consumer reuse the buffer at once (DDP-052).
+  // its completion lets the consumer reuse the buffer at once (DDP-052); never with CRC on,
+  // where the frame carries a copy, the octets its CRC covers (framing.hpp).
   void tx_gather(std::vector<ConstBytes>& iov, std::size_t max_iov = 1024,
                  std::vector<std::uint8_t>* by_ref = nullptr);
   // `n` octets of the gather list were written.
