@@ -215,8 +215,20 @@ void Qp::complete_sq() {
     state_ = QpState::Closed;
 }
 
+std::string describe(const QpError& e, bool terminate_sent) {
+  if (e.code == term::mpa_tcp_closed || e.consumer) return e.message; // no Terminate either way
+  static constexpr const char* kLayer[] = {"RDMAP", "DDP", "LLP"};
+  const auto layer = static_cast<unsigned>(e.code.layer);
+  const std::string code = "layer " + std::to_string(layer) + " " +
+                           (layer < 3 ? kLayer[layer] : "?") + ", type " +
+                           std::to_string(e.code.etype) + ", code " + std::to_string(e.code.code);
+  if (e.remote) return e.message + " (" + code + ")"; // "peer sent Terminate: ..."
+  if (terminate_sent) return e.message + " (Terminate sent: " + code + ")";
+  return e.message + " (no Terminate sent: the connection was gone)";
+}
+
 void Qp::note_error(TermCode code, bool remote, std::string message) {
-  if (!error_) error_ = QpError{code, remote, std::move(message)};
+  if (!error_) error_ = QpError{code, remote, false, std::move(message)};
 }
 
 void Qp::flush_all(std::optional<WcStatus> first_status) {
@@ -300,7 +312,10 @@ void Qp::fail(TermCode code, std::string message) {
 }
 
 void Qp::flush() {
-  if (!error_) note_error(term::rdmap_local_catastrophic, false, "QP flushed by the consumer");
+  if (!error_) {
+    note_error(term::rdmap_local_catastrophic, false, "QP flushed by the consumer");
+    error_->consumer = true;
+  }
   frames_.clear();
   terminate_queued_ = false;
   enter_error(std::nullopt);

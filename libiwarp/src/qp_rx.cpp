@@ -346,7 +346,7 @@ void Qp::ulpdu_end(std::optional<TermCode> error) {
     // MPA errors (CRC, marker, over-long ULPDU) win over whatever the damaged
     // segment looked like; no DDP header (RFC 5040 §4.8 Fig. 10).
     pending_term_.reset();
-    terminate(*error, "MPA: " + std::string(term_code_name(*error)), false, false);
+    terminate(*error, std::string(term_code_name(*error)), false, false); // "MPA: CRC error"
     return;
   }
   if (rejected) {

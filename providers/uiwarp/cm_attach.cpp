@@ -85,6 +85,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->pending_recv.pop_front();
   }
   qp->fd = fd;
+  qp->note_endpoints();
   if (int err = ctx->progress->add(qp)) {
     qp->engine.reset();
     qp->fd = -1;

@@ -281,7 +281,10 @@ bool Qp::pull_rx(std::size_t budget) {
     staged_end = got - placed;
   }
   if (engine->rx_held()) {
-    if (!held_since_ns) held_since_ns = mono_ns();
+    if (!held_since_ns) {
+      held_since_ns = mono_ns();
+      report_recv_wait();
+    }
   } else {
     held_since_ns = 0;
   }
@@ -322,6 +325,7 @@ void Qp::after_io() {
     bool graceful = peer_closed && engine->error() &&
                     engine->error()->code == iwarp::term::mpa_tcp_closed && engine->error()->remote;
     const char* why = engine->error() ? engine->error()->message.c_str() : "connection closed";
+    if (!graceful) report_end();
     if (const ShimOps* sh = shim())
       sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why);
   }
@@ -367,7 +371,7 @@ void Qp::detach() {
   fd = -1;
   close_pipe();
   engine.reset();
-  want_write = fin_sent = peer_closed = event_reported = false;
+  want_write = fin_sent = peer_closed = event_reported = recv_wait_reported = false;
   staged_pos = staged_end = 0;
   held_since_ns = 0;
   if (parked.exchange(false))

@@ -1078,7 +1078,14 @@ def hx030(ctx):
 
 @case("HX-030", "client", "CRC error in an FPDU", when=CRC, expect="Terminate L2/E0/0x02, HdrCt 000, FIN; rping -c fails")
 def hx030_cli(ctx):
-    return cli_term(ctx, lambda s: untagged(OP_SEND, QN_SEND, s.next_msn(QN_SEND)) + bytes(16), (2, 0, 2), "000", corrupt_crc=True)
+    obs, res = cli_term(ctx, lambda s: untagged(OP_SEND, QN_SEND, s.next_msn(QN_SEND)) + bytes(16), (2, 0, 2), "000", corrupt_crc=True)
+    # The program is told why, unasked: one line naming the connection and the cause.
+    said = re.search(r"provider: connection 127\.0\.0\.1:\d+ -> 127\.0\.0\.1:\d+, QP 0x[0-9a-f]{6} "
+                     r"ended: MPA: CRC error \(Terminate sent: layer 2 LLP, type 0, code 2\)", res[3] or "")
+    if not said:
+        raise Fail("rping -c did not say why its connection ended (no 'ended: MPA: CRC error' "
+                   "line); it printed: " + (res[3] or "")[-600:])
+    return obs + "; it said: " + said.group(0).split("provider: ")[1], res
 
 
 @case("HX-031", "server", "marker FPDUPTR disagrees with the framing (CRC valid)", when=MARK,

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <fcntl.h>
+#include <string_view>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,7 +15,7 @@ namespace {
 
 struct Sink {
   int level = static_cast<int>(Level::Error);
-  int fd = 2;
+  const char* file = nullptr; // VERBS_LOG_FILE, opened for each line (below); else stderr
 };
 
 const Sink& sink() {
@@ -24,10 +25,8 @@ const Sink& sink() {
       k.level = static_cast<int>(std::strtol(v, nullptr, 0));
     if (const char* v = std::getenv("UIWARP_DEBUG"); v && *v && *v != '0')
       k.level = static_cast<int>(Level::Debug);
-    if (const char* f = std::getenv("VERBS_LOG_FILE"); f && *f && k.level > 0) {
-      long fd = ::syscall(SYS_openat, AT_FDCWD, f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-      if (fd >= 0) k.fd = static_cast<int>(fd);
-    }
+    if (const char* v = std::getenv("UIWARP_LOG"); v && std::string_view(v) == "quiet") k.level = 0;
+    if (const char* f = std::getenv("VERBS_LOG_FILE"); f && *f) k.file = f;
     return k;
   }();
   return s;
@@ -41,8 +40,17 @@ void write(Level level, const char* component, const std::string& message) {
   if (!enabled(level)) return;
   std::string line = "uiwarp[" + std::to_string(::getpid()) + "] " + component + ": " + message;
   if (line.empty() || line.back() != '\n') line += '\n';
+  // The file is opened for each line, never held: a program that closes the descriptors it
+  // does not know (daemons do) would otherwise have the next line written into whatever it
+  // opened in its place. Lines are rare (errors, unless more is asked for).
+  int fd = 2;
+  if (const char* f = sink().file) {
+    long r = ::syscall(SYS_openat, AT_FDCWD, f, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (r >= 0) fd = static_cast<int>(r);
+  }
   // One write per line, so lines of several threads do not interleave.
-  [[maybe_unused]] long n = ::syscall(SYS_write, sink().fd, line.data(), line.size());
+  [[maybe_unused]] long n = ::syscall(SYS_write, fd, line.data(), line.size());
+  if (fd != 2) ::syscall(SYS_close, fd);
 }
 
 } // namespace uiwarp::log

@@ -7,6 +7,7 @@
 //   VERBS_LOG_LEVEL=0..4  nothing, errors, warnings, information, debug (rdma-core's levels)
 //   VERBS_LOG_FILE=path   where to (default: stderr)
 //   UIWARP_DEBUG=1        everything, to stderr unless VERBS_LOG_FILE says otherwise
+//   UIWARP_LOG=quiet      nothing, not even errors (wins over the two above)
 // Lines read "uiwarp[pid] component: message". Safe under any lock of the caller's: it writes
 // with raw system calls, which the shim's interposers never see.
 #pragma once

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// What a program is told, unasked, about its connections: why one ended other than by an
+// orderly close, and the first time one leaned on the receive wait, which iWARP does not
+// have. An RNIC or siw would have ended such a connection with a Terminate, so a program
+// that works here only because of the wait would fail there; the line says so. One line
+// each on the log (stderr unless VERBS_LOG_FILE says otherwise; UIWARP_LOG=quiet or
+// VERBS_LOG_LEVEL=0 silences it), naming the connection by its addresses and QP number.
+#include "provider.hpp"
+#include "uiwarp/daemon_proto.hpp"
+#include "uiwarp/ip.hpp"
+#include "uiwarp/log.hpp"
+
+#include <cstdio>
+#include <sys/socket.h>
+
+namespace uiwarp {
+
+void Qp::note_endpoints() {
+  sockaddr_storage local{}, peer{};
+  socklen_t ll = sizeof local, pl = sizeof peer;
+  addresses.clear();
+  // Taken while the connection is up: once it ends, getpeername no longer answers.
+  if (fd >= 0 && !::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) &&
+      !::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl))
+    addresses = proto::addr_string(unmapped(local)) + " -> " + proto::addr_string(unmapped(peer));
+}
+
+std::string Qp::endpoints() const {
+  char qpn[16];
+  std::snprintf(qpn, sizeof qpn, "0x%06x", vqp.qp.qp_num);
+  return "connection " + (addresses.empty() ? "" : addresses + ", ") + "QP " + qpn;
+}
+
+void Qp::report_end() const {
+  const auto& e = engine->error();
+  if (!e || e->consumer) return; // the program itself ended it
+  log::error("provider", endpoints() + " ended: " + iwarp::describe(*e, engine->terminate_sent()));
+}
+
+void Qp::report_recv_wait() {
+  if (recv_wait_reported) return;
+  recv_wait_reported = true;
+  log::error("provider", endpoints() +
+                             ": a Send arrived with no receive posted; it waits for one "
+                             "(UIWARP_RECV_WAIT_MS, 2000 ms by default): an iWARP RNIC or siw "
+                             "would have terminated here (UIWARP_RECV_WAIT_MS=0 does so too)");
+}
+
+} // namespace uiwarp
