@@ -4,6 +4,7 @@
 #include "uiwarp/daemon_start.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +52,16 @@ bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::str
     return false;
   }
   if (pid == 0) {
+    // Nor are its signal mask and dispositions, which execve keeps: started from a uiwarp
+    // thread (relisten), whose mask blocks everything (thread.hpp), uiwarpd would never see
+    // SIGTERM. A clean start, as posix_spawn's SETSIGMASK and SETSIGDEF give.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // The program's descriptors (its connections among them) are not the daemon's to hold.
     if (::syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
       for (int fd = 3; fd < 4096; ++fd)
