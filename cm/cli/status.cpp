@@ -2,6 +2,7 @@
 //
 // uiwarp status     uiwarpd's policy, counters, listeners, connections and links
 // uiwarp conn show  the connections only: handed over (with their TCP state) and starting
+// uiwarp conn show --closed  the last 64 that ended, newest first, each with why
 //
 // Asks the uiwarpd that uiwarp-run would use here (this user's and network namespace's, or the
 // system-wide one) over its socket. The system daemon shows a user only their own connections.
@@ -32,7 +33,7 @@ std::string daemon_socket(const std::string& flag, std::string* err) {
   return dir.empty() ? "" : choose_daemon_socket(dir, false).path;
 }
 
-int query(const std::string& flag, bool connections_only) {
+int query(const std::string& flag, bool connections_only, bool closed = false) {
   std::string err;
   std::string path = daemon_socket(flag, &err);
   if (path.empty()) return error(err);
@@ -42,7 +43,7 @@ int query(const std::string& flag, bool connections_only) {
                             ? "; uiwarpd is not running for this user and network namespace "
                               "(uiwarp-run starts it)"
                             : ""));
-  if (int e = proto::send(s, proto::Status{connections_only})) {
+  if (int e = proto::send(s, proto::Status{connections_only, closed})) {
     ::close(s);
     return error(std::string("cannot ask uiwarpd: ") + std::strerror(e));
   }
@@ -76,7 +77,10 @@ void add_status_commands(CLI::App& app, Action& run) {
       conn->add_subcommand("show", "connections handed to applications, and those starting");
   show->add_option("--socket", socket,
                    "uiwarpd's socket (default: this user's and network namespace's)");
-  show->callback([&run] { run = [] { return query(socket, true); }; });
+  static bool closed = false;
+  show->add_flag("--closed", closed,
+                 "the connections that ended (the last 64, newest first), each with why");
+  show->callback([&run] { run = [] { return query(socket, true, closed); }; });
 }
 
 } // namespace uiwarp::cli

@@ -208,6 +208,7 @@ void Daemon::dispatch(ClientId c, proto::Packet p) {
                  [&](const proto::Reject& m) { sessions_.on_reject(c, m, now); },
                  [&](const proto::Resolve& m) { resolve(c, m); },
                  [&](const proto::Status& m) { status(c, m); },
+                 [&](const proto::Closed& m) { closed(c, m); },
                  [&](const auto&) {
                    drop_client(c, "dropped a client that sent a message only uiwarpd sends");
                  },
@@ -341,9 +342,18 @@ void Daemon::resolve(ClientId c, const proto::Resolve& m) {
   reply(c, r);
 }
 
+void Daemon::closed(ClientId c, const proto::Closed& m) {
+  const Client* cl = clients_.find(c);
+  const std::string who = cl ? describe_process(cl->pid) : "a program";
+  log("connection " + proto::addr_string(m.local) + " -> " + proto::addr_string(m.peer) + " of " +
+      who + " ended: " + m.reason);
+  sessions_.on_closed(c, m, cl ? cl->uid : 0, who, Clock::now());
+}
+
 void Daemon::status(ClientId c, const proto::Status& m) {
   StatusSnapshot s;
-  s.connections_only = m.connections_only;
+  s.connections_only = m.connections_only || m.closed;
+  s.closed_only = m.closed;
   s.any_user = any_user_;
   const Client* asker = clients_.find(c);
   s.asker = asker ? asker->uid : 0;
@@ -365,6 +375,7 @@ void Daemon::status(ClientId c, const proto::Status& m) {
   s.listeners = sessions_.listeners();
   s.handed = sessions_.handed();
   s.sessions = sessions_.sessions();
+  s.closed.assign(sessions_.closed().begin(), sessions_.closed().end());
   auto add_owner = [&](ClientId id) {
     if (s.clients.count(id)) return;
     if (const Client* cl = clients_.find(id)) s.clients[id] = {cl->uid, describe_process(cl->pid)};

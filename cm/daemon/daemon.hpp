@@ -43,6 +43,7 @@ private:
   int open_ib_listener(std::string* why);
   void resolve(ClientId c, const proto::Resolve& m);
   void status(ClientId c, const proto::Status& m);
+  void closed(ClientId c, const proto::Closed& m);
   void reply(ClientId c, const proto::Message& m, int fd = -1);
 
   // TCP sockets

@@ -56,6 +56,22 @@ int serve(Config cfg, Fd s, bool system, const std::string& socket_path) {
   return rc;
 }
 
+// A detached uiwarpd (the per-user one uiwarp-run starts) writes its log beside its socket
+// instead of discarding it with the rest of daemon(3)'s /dev/null: why a connection failed or
+// ended is there. One older generation is kept, so the file stays under about kLogMax.
+void log_to_file(const std::string& path) {
+  constexpr off_t kLogMax = 1 << 20;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && st.st_size > kLogMax)
+    ::rename(path.c_str(), (path + ".1").c_str());
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return; // stays /dev/null
+  ::dup2(fd, 2);      // dup2 clears close-on-exec on 2; uiwarpd execs nothing
+  ::close(fd);
+  std::setvbuf(stderr, nullptr, _IOLBF, 0);
+  log("started, pid " + std::to_string(::getpid()));
+}
+
 // Our own socket (not systemd's): in the state directory unless --socket names one.
 int serve_own_socket(Config cfg, std::string socket_path, bool daemonize) {
   std::string err;
@@ -101,6 +117,7 @@ int serve_own_socket(Config cfg, std::string socket_path, bool daemonize) {
     log(std::string("daemon: ") + std::strerror(errno));
     return 1;
   }
+  if (daemonize) log_to_file(socket_path.substr(0, socket_path.rfind('/') + 1) + "uiwarpd.log");
   return serve(std::move(cfg), std::move(s), false, socket_path);
 }
 

@@ -390,6 +390,29 @@ void Sessions::hand_over(SockId sock, Session& s, proto::Message reply, Clock::t
   sessions_.erase(sock);
 }
 
+void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::string process,
+                         Clock::time_point now) {
+  // The program's rdma_cm id has the addresses as it sees them, which are the handed-over
+  // socket's: local and peer, in either order (a passive side's id names them as the request
+  // did). Unknown or already forgotten (uiwarp conn show dropped it): recorded all the same.
+  auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
+    return proto::addr_string(a) == proto::addr_string(b);
+  };
+  auto it = std::find_if(handed_.begin(), handed_.end(), [&](const HandedView& h) {
+    return h.client == c && ((same(h.local, m.local) && same(h.peer, m.peer)) ||
+                             (same(h.local, m.peer) && same(h.peer, m.local)));
+  });
+  ClosedView v{
+      HandedView{c, m.local, m.peer, {}, now}, uid, std::move(process), m.qp_num, m.reason, now};
+  if (it != handed_.end()) {
+    v.conn = *it;
+    handed_.erase(it);
+  }
+  closed_.push_back(std::move(v));
+  while (closed_.size() > kClosedKept)
+    closed_.pop_front();
+}
+
 // The session failed: its client hears it (an initiator's connect, a responder's accept),
 // what the MPA machine still has to say (a Terminate, a Rev1 Reply) drains, then it closes.
 void Sessions::fail(SockId sock, Session& s, int status, const std::string& why,

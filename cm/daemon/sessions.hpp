@@ -27,9 +27,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -99,6 +101,16 @@ struct HandedView {
   sockaddr_storage local, peer;
   iwarp::ConnParams params;
   Clock::time_point since;
+};
+
+// A handed-over connection that ended, as its program's provider reported it (proto::Closed).
+struct ClosedView {
+  HandedView conn;
+  uid_t uid;
+  std::string process; // "pid 1234 (rping)"
+  std::uint32_t qp_num;
+  std::string reason;
+  Clock::time_point ended;
 };
 
 class Sessions {
@@ -172,6 +184,13 @@ public:
   // has (the client closed them).
   const std::vector<HandedView>& handed() const { return handed_; }
   template <class Pred> void forget_handed(Pred gone) { std::erase_if(handed_, gone); }
+  // Client `c`'s provider says a connection it was handed ended, and why: it leaves handed()
+  // for closed(), which keeps the last kClosedKept (`uiwarp conn show --closed`). `uid` and
+  // `process` name the client, which may be gone when the record is read.
+  void on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::string process,
+                 Clock::time_point now);
+  static constexpr std::size_t kClosedKept = 64;
+  const std::deque<ClosedView>& closed() const { return closed_; }
 
 private:
   struct Listener {
@@ -242,6 +261,7 @@ private:
   std::vector<IbWait> ib_waits_;
   std::map<SockId, Session> sessions_;
   std::vector<HandedView> handed_;
+  std::deque<ClosedView> closed_; // oldest first
   std::vector<Action> actions_;
   Counters counters_;
   std::uint64_t next_token_ = 1;

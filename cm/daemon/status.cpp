@@ -6,6 +6,7 @@
 #include "uiwarp/daemon_proto.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace uiwarp::daemon {
 
@@ -57,6 +58,25 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
       if (auto* o = owner(l.client)) lines.push_back("  " + addr_string(l.addr) + " " + o->process);
     out.push_back("listeners: " + n(lines.size()));
     out.insert(out.end(), lines.begin(), lines.end());
+  }
+  if (s.closed_only) {
+    // Newest first, as a user looks for the one that just failed.
+    std::vector<std::string> lines;
+    for (auto it = s.closed.rbegin(); it != s.closed.rend(); ++it) {
+      if (s.any_user && s.asker != 0 && it->uid != s.asker) continue;
+      char qpn[16];
+      std::snprintf(qpn, sizeof qpn, "0x%06x", it->qp_num);
+      lines.push_back("  " + addr_string(it->conn.local) + " " + addr_string(it->conn.peer) + " " +
+                      it->process + " qp " + qpn + " ended " + age(it->ended) + " ago after " +
+                      n(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                                       it->ended - it->conn.since)
+                                                       .count())) +
+                      "s: " + it->reason);
+    }
+    out.push_back("closed connections: " + n(lines.size()) + " (the last " +
+                  n(Sessions::kClosedKept) + " are kept)");
+    out.insert(out.end(), lines.begin(), lines.end());
+    return out;
   }
   std::vector<std::string> lines;
   for (const auto& h : s.handed) {

@@ -18,6 +18,7 @@ namespace uiwarp::daemon {
 
 struct StatusSnapshot {
   bool connections_only = false;
+  bool closed_only = false; // the connections that ended, with why (conn show --closed)
   // The system daemon serves every user: each sees only their own (root sees all).
   bool any_user = false;
   uid_t asker = 0;
@@ -36,6 +37,7 @@ struct StatusSnapshot {
   std::vector<ListenerView> listeners;
   std::vector<HandedView> handed;
   std::vector<SessionView> sessions;
+  std::vector<ClosedView> closed; // oldest first
   std::map<TcpKey, TcpState> tcp;
   std::string tcp_error; // why the TCP states are unknown
   std::vector<std::string> links, recent_link_events;

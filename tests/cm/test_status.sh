@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # `uiwarp status` and `uiwarp conn show` against the real uiwarpd while stock rping runs:
 # the listener, both ends of the connection with their owners, negotiated options and TCP
-# state, and the counters; then the connection is gone from the list once rping exits.
+# state, and the counters; then the connection is gone from the list once rping exits, and
+# `conn show --closed` says how it ended.
 # Then uiwarpd stops: a connection already handed over carries on; a connect still in the MPA
 # exchange fails at once (CONNECT_ERROR).
 source "$(dirname "$0")/lib.sh"
@@ -30,9 +31,26 @@ check "conn show: the active end, its owner and TCP state" \
   grep -qE "127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:$p pid [0-9]+ \(rping\) active IETF crc on .* tcp established" "$T/conn"
 check "conn show: the passive end" \
   grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) passive IETF crc on .* tcp established" "$T/conn"
-kill "$cpid" "$spid" 2>/dev/null
+# The client goes; the server sees the connection end and exits by itself (it served one).
+kill "$cpid" 2>/dev/null
+timeout 20 tail --pid="$spid" -f /dev/null
+kill "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
+# The end of each, and why, stays: the provider of each side reported it to uiwarpd.
+closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+"
+for _ in $(seq 100); do
+  "$UIWARP" conn show --closed >"$T/closed" 2>&1
+  grep -qE "$closed_re" "$T/closed" && break
+  sleep 0.1
+done
+cat "$T/closed"
+check "conn show --closed: the connection that ended, its owner, QPN and why" grep -qE "$closed_re" "$T/closed"
+check "conn show --closed: a header that counts them" grep -qE "^closed connections: [12] \(the last 64 are kept\)" "$T/closed"
+# The per-user uiwarpd's log, beside its socket, says the same.
+log=$(find "$UIWARP_STATE_DIR" -name uiwarpd.log | head -n 1)
+check "uiwarpd.log in the state directory records the end and why" \
+  grep -qE "uiwarpd: connection 127\.0\.0\.1:[0-9]+ -> 127\.0\.0\.1:[0-9]+ of pid [0-9]+ \(rping\) ended: .+" "${log:-/dev/null}"
 
 # Connections already handed over do not depend on uiwarpd: stop it mid-transfer, rping finishes.
 p=$(free_port)
@@ -77,4 +95,5 @@ kill $mute 2>/dev/null
 check "the connect fails when uiwarpd goes away (rping exit $crc, not a timeout)" test "$crc" -ne 124 -a "$crc" -ne 0
 check "... with CONNECT_ERROR and the cause on stderr" \
   grep -q "uiwarpd went away while connecting" "$T/gone.client"
+grep -q "uiwarpd went away while connecting" "$T/gone.client" || cat "$T/gone.client"
 finish

@@ -73,11 +73,13 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
       {"reject", Reject{42, pd}},
       {"resolve", Resolve{11, v4("192.0.2.1", 0)}},
       {"resolve_reply", ResolveReply{11, 0, v4("192.0.2.2", 0), "eth0"}},
-      {"status", Status{true}},
+      {"status", Status{true, true}},
       {"status_line", StatusLine{"uiwarpd pid 1"}},
       {"status_end", StatusEnd{}},
       {"ib_connect",
        IbConnect{13, v4("10.0.0.1", 0), v6("2001:db8::2", 0), 0x1234, 0xabcdef, 4, 2, 5000, true}},
+      {"closed", Closed{v4("10.0.0.1", 4791), v6("fe80::1", 7174), 0xa1b2c3,
+                        "MPA: CRC error (Terminate sent: layer 2 LLP, type 0, code 2)"}},
   };
 }
 

@@ -117,6 +117,30 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
   CHECK(d.s.handed()[0].params.ird == 8);
   CHECK(d.s.handed()[0].since == d.now);
 
+  SECTION("its end, as the provider reports it, leaves handed() for closed(), with why") {
+    // The passive side's id names the addresses as the request did: either order matches.
+    const auto later = d.now + std::chrono::seconds(3);
+    d.s.on_closed(kClient, proto::Closed{kPeer, kLocal, 0x00a1b2, "connection reset or lost"}, 1000,
+                  "pid 42 (rping)", later);
+    CHECK(d.s.handed().empty());
+    REQUIRE(d.s.closed().size() == 1);
+    const ClosedView& c = d.s.closed()[0];
+    CHECK(c.conn.params.ird == 8); // the handed-over connection's own record
+    CHECK(c.conn.since == d.now);
+    CHECK(c.ended == later);
+    CHECK(c.reason == "connection reset or lost");
+    CHECK(c.process == "pid 42 (rping)");
+    CHECK(c.uid == 1000);
+    CHECK(c.qp_num == 0x00a1b2);
+    // The last kClosedKept are kept, oldest dropped first.
+    for (std::size_t i = 0; i < Sessions::kClosedKept + 5; ++i)
+      d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, static_cast<std::uint32_t>(i), "x"}, 1000,
+                    "p", later);
+    REQUIRE(d.s.closed().size() == Sessions::kClosedKept);
+    CHECK(d.s.closed().front().qp_num == 5);
+    CHECK(d.s.closed().back().qp_num == Sessions::kClosedKept + 4);
+  }
+
   // The peer sees exactly the Reply the client asked for.
   REQUIRE(peer.on_bytes(reply) == reply.size());
   require_established(peer);

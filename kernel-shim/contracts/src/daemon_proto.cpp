@@ -166,12 +166,15 @@ template <class Io> void fields(Io& io, Resolve& m) { io(m.id), io(m.dst); }
 template <class Io> void fields(Io& io, ResolveReply& m) {
   io(m.id), io(m.status), io(m.src), io(m.netdev);
 }
-template <class Io> void fields(Io& io, Status& m) { io(m.connections_only); }
+template <class Io> void fields(Io& io, Status& m) { io(m.connections_only), io(m.closed); }
 template <class Io> void fields(Io& io, StatusLine& m) { io(m.text); }
 template <class Io> void fields(Io&, StatusEnd&) {}
 template <class Io> void fields(Io& io, IbConnect& m) {
   io(m.id), io(m.local), io(m.peer), io(m.local_qpn), io(m.peer_qpn), io(m.ird), io(m.ord),
       io(m.timeout_ms), io(m.initiator);
+}
+template <class Io> void fields(Io& io, Closed& m) {
+  io(m.local), io(m.peer), io(m.qp_num), io(m.reason);
 }
 
 // The variant alternative with wire type `t` (index + 1), default-constructed.

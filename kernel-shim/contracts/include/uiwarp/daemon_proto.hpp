@@ -20,11 +20,13 @@
 //                                                             src, dst} + socket
 //   Reject   {token, pd}
 //   Resolve  {id, dst}                          ResolveReply {id, status, src, netdev/reason}
-//   Status   {connections_only}                 StatusLine   {text} ... StatusEnd
+//   Status   {connections_only, closed}         StatusLine   {text} ... StatusEnd
 //   IbConnect {id, local, peer, local_qpn,      ConnectReply {id, ...} + socket
 //              peer_qpn, ird, ord, timeout_ms,
 //              initiator} (+ socket: initiator)
 //   Unlisten {id}  also ends an IbConnect that is still waiting
+//   Closed   {local, peer, qp_num, reason}      (no reply: a handed-over connection ended, and
+//                                                why, for `uiwarp conn show --closed`)
 // (pd: private data; policy: MPA policy overrides of the device and UIWARP_MPA_POLICY,
 // "key=value ...", which uiwarpd applies over its own to that listener's or connection's MPA
 // exchanges, or refuses, naming the key.) The listening and connecting sockets are the program's
@@ -48,7 +50,7 @@
 namespace uiwarp::proto {
 
 // Raised whenever a message changes shape; both ends must agree exactly.
-inline constexpr std::uint32_t kVersion = 5;
+inline constexpr std::uint32_t kVersion = 6;
 inline constexpr std::size_t kMaxPacket = 4096;
 
 using Bytes = std::vector<std::uint8_t>;
@@ -134,6 +136,7 @@ struct ResolveReply {
 };
 struct Status {
   bool connections_only = false;
+  bool closed = false; // the connections that ended, with their reasons, instead
 };
 struct StatusLine {
   std::string text;
@@ -148,9 +151,15 @@ struct IbConnect {
   bool initiator = false;       // ib::role(): this side opens the connection
 };
 
+struct Closed {
+  sockaddr_storage local{}, peer{}; // the connection's addresses, as handed over
+  std::uint32_t qp_num = 0;
+  std::string reason; // the provider's: the Terminate sent or received, or the local cause
+};
+
 using Message = std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect,
                              ConnectReply, ConnRequest, Accept, AcceptReply, Reject, Resolve,
-                             ResolveReply, Status, StatusLine, StatusEnd, IbConnect>;
+                             ResolveReply, Status, StatusLine, StatusEnd, IbConnect, Closed>;
 
 // A message as it travels: the socket beside it, if any, is owned by the receiver (-1: none).
 struct Packet {
