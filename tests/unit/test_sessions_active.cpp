@@ -221,7 +221,7 @@ TEST_CASE("HX-007 uiwarpd initiator: the peer closes during the exchange, the cl
     REQUIRE(summary(acts) == Lines{"log", "to 7 ConnectReply", "close 21"});
     const auto r = message<proto::ConnectReply>(acts);
     CHECK(r.status == ECONNRESET);
-    CHECK_THAT(r.reason, Catch::Matchers::Contains("private data"));
+    CHECK(r.reason.find("private data") != std::string::npos);
   }
   CHECK(d.s.counters().mpa_errors == 1);
   CHECK(d.s.counters().connect_failed == 1);
@@ -333,7 +333,7 @@ TEST_CASE("HX-017 uiwarpd takes exactly the MPA frame in any split: the FPDU aft
     const Bytes req = take(peer);
     const std::string whole = passive_run(req + kFirstFpdu, {});
     CHECK(whole.rfind("taken " + std::to_string(req.size()) + "\nreply ", 0) == 0);
-    CHECK_THAT(whole, Catch::Matchers::Contains("to 7 AcceptReply pass 21"));
+    CHECK(whole.find("to 7 AcceptReply pass 21") != std::string::npos);
     require_split_invariant(passive_run, req + kFirstFpdu);
   }
   SECTION("active side: the Reply, then the responder's first FPDU") {
