@@ -69,8 +69,8 @@ void add_policy_options(CLI::App& app, Config& cfg);
 // plus crc=required|optional (on|off) and rtr=none (p2p off). Applied over `mpa`; false with
 // *err naming the key or value.
 inline constexpr const char* kMpaOverrideKeys[] = {
-    "mpa-revision",       "crc", "markers", "p2p", "rtr", "permissive",
-    "startup-timeout-ms", "ird", "ord"};
+    "mpa-revision",       "crc", "markers", "p2p",         "rtr", "permissive",
+    "startup-timeout-ms", "ird", "ord",     "recv-wait-ms"};
 bool apply_mpa_overrides(const std::string& text, iwarp::MpaPolicy& mpa, std::string* err);
 
 // Reads `file` (a missing default file is fine) for the keys not given as flags.

@@ -179,7 +179,7 @@ void Sessions::connect_reply(Session& s, int status, const std::string& reason) 
   if (s.mpa && (s.mpa->state() == iwarp::MpaState::Rejected ||
                 s.mpa->state() == iwarp::MpaState::Established)) {
     r.private_data = to_u8(s.mpa->result().peer_private_data);
-    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator);
+    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator, s.policy);
   }
   actions_.push_back(ToClient{s.client, std::move(r)});
 }
@@ -345,13 +345,13 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
       r.id = s.id;
       r.src = s.local;
       r.dst = s.peer;
-      r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder);
+      r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder, s.policy);
       hand_over(sock, s, std::move(r), now);
       return;
     }
     proto::AcceptReply r;
     r.token = s.token;
-    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder);
+    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder, s.policy);
     r.src = s.local;
     r.dst = s.peer;
     hand_over(sock, s, std::move(r), now);
@@ -372,7 +372,7 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
   r.src = s.local;
   r.dst = s.peer;
   r.private_data = to_u8(s.mpa->result().peer_private_data);
-  r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator);
+  r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator, s.policy);
   hand_over(sock, s, std::move(r), now);
 }
 

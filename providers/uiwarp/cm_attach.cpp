@@ -20,6 +20,14 @@ namespace uiwarp {
 
 namespace {
 
+// How long a Send that finds no receive waits for one: the program's UIWARP_RECV_WAIT_MS, else
+// the connection's policy (uiwarpd.conf, the device, UIWARP_MPA_POLICY: recv-wait-ms).
+std::int64_t recv_wait_ms(const iwarp::ConnParams& p) {
+  if (const char* v = std::getenv("UIWARP_RECV_WAIT_MS"); v && *v)
+    return std::max(std::strtol(v, nullptr, 10), 0L);
+  return p.recv_wait_ms;
+}
+
 // What the connection negotiated (iwarp::qp_config_from) and this QP's own limits.
 iwarp::QpConfig config_for(const Qp* qp, int fd, const iwarp::ConnParams& p) {
   // MPA-040: MULPDU from the EMSS (TCP MSS), markers included; qp_config_from ignores it when
@@ -38,9 +46,9 @@ iwarp::QpConfig config_for(const Qp* qp, int fd, const iwarp::ConnParams& p) {
   c.max_sge = std::max(qp->cap.max_send_sge, qp->cap.max_recv_sge);
   c.max_inline = qp->cap.max_inline_data;
   // No RNR in iWARP: a Send that finds no buffer waits (TCP holds the sender) rather than
-  // ending the connection at once; HX-059 allows it. UIWARP_RECV_WAIT_MS=0 turns it off.
-  const char* wait = std::getenv("UIWARP_RECV_WAIT_MS");
-  c.hold_for_buffer = !(wait && *wait && std::strtol(wait, nullptr, 10) <= 0);
+  // ending the connection at once; HX-059 allows it. 0 (uiwarpd's recv-wait-ms, or
+  // UIWARP_RECV_WAIT_MS, which wins) terminates at once, as an RNIC or siw does.
+  c.hold_for_buffer = recv_wait_ms(p) > 0;
   return c;
 }
 
@@ -85,6 +93,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->pending_recv.pop_front();
   }
   qp->fd = fd;
+  qp->recv_wait_ns = recv_wait_ms(p) * 1'000'000;
   qp->note_endpoints();
   if (int err = ctx->progress->add(qp)) {
     qp->engine.reset();

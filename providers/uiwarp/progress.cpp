@@ -46,16 +46,6 @@ bool cq_armed(Qp* qp) {
          qp->recv_cq()->armed.load(std::memory_order_relaxed);
 }
 
-// How long a Send may wait for a receive buffer (QpConfig::hold_for_buffer).
-std::int64_t hold_ns() {
-  static const std::int64_t ns = [] {
-    const char* v = std::getenv("UIWARP_RECV_WAIT_MS");
-    long ms = v && *v ? std::strtol(v, nullptr, 10) : 2000;
-    return static_cast<std::int64_t>(std::max(ms, 0L)) * 1'000'000;
-  }();
-  return ns;
-}
-
 } // namespace
 
 Progress::Progress() {
@@ -308,7 +298,7 @@ void Progress::check_timers(std::int64_t now) {
           set_parked(qp, false); // level-triggered epoll reports what is already waiting
           qp->drive(Driver::Progress);
         }
-        if (qp->held_since_ns && now - qp->held_since_ns >= hold_ns()) {
+        if (qp->held_since_ns && now - qp->held_since_ns >= qp->recv_wait_ns) {
           qp->engine->rx_hold_expired(); // HX-059: the Terminate after all
           qp->drive(Driver::Progress);
         }

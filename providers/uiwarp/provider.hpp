@@ -259,6 +259,7 @@ struct Qp {
   std::uint32_t poll_streak = 0;          // polls in a row close together
   std::atomic<bool> parked{false};
   std::atomic<std::int64_t> held_since_ns{0}; // a Send has waited for a buffer since then
+  std::int64_t recv_wait_ns = 0;              // ...and may wait this long (cm_attach.cpp)
   bool in_epoll = false;                      // the progress thread's epoll has the socket...
   std::uint32_t watched = 0;                  // ...with these events
   bool timed = false;                         // on the progress thread's timer list

@@ -3,8 +3,9 @@
 // What a program is told unasked (uiwarp(7), DIAGNOSTICS and THE RECEIVE WAIT): the first
 // time a connection holds a Send for a receive that is not posted yet, one line on standard
 // error names the connection and says that an RNIC or siw would have terminated there; the
-// Send then completes once a receive comes. (Why a connection ended is checked against a
-// hostile peer: HX-030 in tests/hostile.)
+// Send then completes once a receive comes; with recv-wait-ms=0 the Send is terminated at once,
+// with the spec's code, as on an RNIC. (Why a connection ended is checked against a hostile
+// peer too: HX-030 in tests/hostile.)
 #include "connected_pair.hpp"
 
 #include <cstdio>
@@ -74,4 +75,30 @@ TEST_CASE("a Send held for a receive says so once per connection, then completes
   CHECK(count(said, "a Send arrived with no receive posted") == 1);
   CHECK(count(said, "an iWARP RNIC or siw would have terminated here") == 1);
   CHECK(count(said, "connection 127.0.0.1:") == 1);
+}
+
+TEST_CASE("recv-wait-ms=0: a Send with no receive posted terminates at once, as an RNIC's",
+          "[diagnostics][recv-wait]") {
+  // The connection's policy (uiwarpd.conf, a device, or UIWARP_MPA_POLICY as here); the
+  // Terminate is DDP's "no buffer available" (RFC 5041 §7.2, layer 1, type 2, code 2).
+  setenv("UIWARP_MPA_POLICY", "recv-wait-ms=0", 1);
+  CaptureStderr err;
+  {
+    ConnectedPair p;
+    unsetenv("UIWARP_MPA_POLICY");
+    REQUIRE(p.client.post(IBV_WR_SEND, 1, 0, 64) == 0);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    do {
+      ibv_wc wc[4];
+      ibv_poll_cq(p.server.rcq, 4, wc); // drives the server's QP
+      REQUIRE(ibv_query_qp(p.server.qp(), &attr, IBV_QP_STATE, &init) == 0);
+    } while (attr.qp_state != IBV_QPS_ERR && std::chrono::steady_clock::now() < until);
+    CHECK(attr.qp_state == IBV_QPS_ERR);
+  }
+  const std::string said = err.text();
+  INFO("standard error: " << said);
+  CHECK(count(said, "(Terminate sent: layer 1 DDP, type 2, code 2)") == 1);
+  CHECK(count(said, "would have terminated here") == 0);
 }

@@ -27,7 +27,7 @@ TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "
   Config c;
   std::string err;
   REQUIRE(parse("# comment\n\nmpa-revision = 1\ncrc = off  # trailing\nrfc7306 = off\n"
-                "ird = 4\nord = 128\nrtr = read\nstartup-timeout-ms = 2500\n",
+                "ird = 4\nord = 128\nrtr = read\nstartup-timeout-ms = 2500\nrecv-wait-ms = 0\n",
                 c, &err, {"--ird", "8"}));
   CHECK(c.mpa.revision == 1);
   CHECK_FALSE(c.mpa.crc);
@@ -36,6 +36,7 @@ TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "
   CHECK(c.mpa.ord == 128);
   CHECK(c.mpa.rtr == iwarp::RtrSet{false, false, true});
   CHECK(c.mpa.timeout == std::chrono::milliseconds(2500));
+  CHECK(c.mpa.recv_wait == std::chrono::milliseconds(0)); // strict, as an RNIC
   Config d;
   CHECK(d.mpa.rfc7306); // on by default
   CHECK(d.mpa.large_fpdu);

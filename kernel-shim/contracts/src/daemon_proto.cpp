@@ -51,6 +51,7 @@ private:
           std::uint64_t{p.p2p}, static_cast<std::uint64_t>(p.rtr), std::uint64_t{p.large_fpdu},
           std::uint64_t{p.rfc7306}})
       uint(v, 2);
+    uint(p.recv_wait_ms, 4);
   }
   Bytes b_;
 };
@@ -129,6 +130,7 @@ private:
     p.rtr = static_cast<iwarp::RtrType>(rtr);
     p.large_fpdu = u() != 0;
     p.rfc7306 = u() != 0;
+    p.recv_wait_ms = static_cast<std::uint32_t>(uint(4));
   }
   const std::uint8_t* p_;
   std::size_t n_;

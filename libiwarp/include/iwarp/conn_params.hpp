@@ -22,15 +22,16 @@ struct ConnParams {
   std::uint16_t ord = 0;
   std::uint16_t peer_ird = 0; // what the peer announced (0: nothing; rdma_cm reports them)
   std::uint16_t peer_ord = 0;
-  bool initiator = true;       // MPA role: the responder never sends first (RFC 5044 r4)
-  bool p2p = false;            // RFC 6581 peer-to-peer mode
-  RtrType rtr = RtrType::Send; // p2p: the RTR the initiator sends first (RFC 6581 §9.2)
-  bool large_fpdu = false;     // both ends set siw's flag: FPDUs may exceed the MSS
-  bool rfc7306 = false;        // both ends are uiwarp and agreed on RFC 7306 (an extension)
+  bool initiator = true;             // MPA role: the responder never sends first (RFC 5044 r4)
+  bool p2p = false;                  // RFC 6581 peer-to-peer mode
+  RtrType rtr = RtrType::Send;       // p2p: the RTR the initiator sends first (RFC 6581 §9.2)
+  bool large_fpdu = false;           // both ends set siw's flag: FPDUs may exceed the MSS
+  bool rfc7306 = false;              // both ends are uiwarp and agreed on RFC 7306 (an extension)
+  std::uint32_t recv_wait_ms = 2000; // local policy, not negotiated: MpaPolicy::recv_wait
 };
 
-// The parameters `role`'s end of an exchange got.
-ConnParams conn_params(const MpaResult& r, MpaRole role);
+// The parameters `role`'s end of an exchange got, with the local policy's receive wait.
+ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local = {});
 
 // One line for logs and `uiwarp conn show`: "IETF crc on markers -/- p2p rtr write ird 16 ...".
 std::string describe(const ConnParams& p);

@@ -54,6 +54,11 @@ struct MpaPolicy {
   // MPA-069: the whole exchange. 10 s, as Linux siw's initiator waits for the Reply
   // (MPAREQ_TIMEOUT; its responder waits 5 s for the Request, erdma 10 s and 20 s).
   std::chrono::milliseconds timeout{10000};
+  // Not part of the exchange: how long the data path lets a Send that finds no receive
+  // posted wait for one (HX-059) before it terminates; 0 terminates at once, as an RNIC or
+  // siw does. uiwarpd's local policy, per device and connection like the rest, carried to the
+  // QP in ConnParams.
+  std::chrono::milliseconds recv_wait{2000};
 };
 
 // What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9).
