@@ -234,7 +234,10 @@ SHIM_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask,
 
 SHIM_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
   if (maybe_tracked(fd)) {
-    if (kind_of(fd) == kUcma) return uiwarp::ucma::command(fd, buf, n);
+    // A channel closed behind the shim's back is not one any more: the write then fails (or
+    // reaches whatever the program opened in its place), as with the kernel's rdma_cm.
+    if (kind_of(fd) == kUcma && !forget_if_closed_ucma(fd))
+      return uiwarp::ucma::command(fd, buf, n);
     ssize_t ret;
     if (uverbs_write(fd, buf, n, &ret)) return ret;
   }

@@ -232,6 +232,19 @@ int comp_channel_wfd(int fd) {
   return -1;
 }
 
+bool forget_if_closed_ucma(int fd) {
+  {
+    TableLock l;
+    int i = find(fd);
+    if (i < 0 || g_entries[i].kind != kUcma) return false;
+    if (same_file(fd, g_entries[i].dev, g_entries[i].ino)) return false;
+    remove_entry(i);
+  }
+  dbg("rdma_cm channel fd %d was closed behind the shim", fd);
+  uiwarp::ucma::closed(fd);
+  return true;
+}
+
 int tracked_close(int fd) {
   bool ucma = kind_of(fd) == kUcma;
   // An rdma_cm channel stays known as one until the real close: a GET_EVENT write racing this

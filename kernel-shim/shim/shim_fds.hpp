@@ -32,6 +32,10 @@ int comp_channel_wfd(int fd);
 
 // close() of a tracked fd: drops its entry and runs the real close.
 int tracked_close(int fd);
+// An rdma_cm channel that is no longer the file the shim made (the program closed it with a
+// call the shim does not see, such as close_range, and perhaps reused the number): the UCMA
+// emulation lets go of its ids and the entry goes, as at a close. True if that was so.
+bool forget_if_closed_ucma(int fd);
 
 // The table's lock (for tracked_dup).
 struct TableLock {

@@ -9,6 +9,10 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <poll.h>
+#include <string>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
@@ -16,6 +20,30 @@
 namespace uiwarp::ucma {
 
 int sys_close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
+
+namespace {
+
+bool same_file(int fd, dev_t dev, ino_t ino) {
+  struct stat st;
+  return ::syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+// How often the reader looks whether the program closed its socket (a blocked recvmsg would
+// hold the socket open, and the daemon would never learn the program let go of it).
+constexpr int kReaderCheckMs = 500;
+
+} // namespace
+
+bool DaemonLink::lost() const { return fd_ >= 0 && !same_file(fd_, dev_, ino_); }
+
+void DaemonLink::drop_lost() {
+  if (!lost()) return;
+  log::error("rdma_cm", "the program closed uiwarp's descriptor to uiwarpd (fd " +
+                            std::to_string(fd_) + "); connecting again");
+  fd_ = -1;
+  handler_.gone();
+  cv_.notify_all();
+}
 
 bool DaemonLink::connect(std::string* err) {
   if (fd_ >= 0) return true;
@@ -41,13 +69,22 @@ bool DaemonLink::connect(std::string* err) {
     *err += "; run the program with uiwarp-run, which starts it";
     return false;
   }
+  struct stat st;
+  if (::syscall(SYS_fstat, s, &st) != 0) {
+    *err = std::string("uiwarpd's socket: ") + std::strerror(errno);
+    sys_close(s);
+    return false;
+  }
   fd_ = s;
-  start_thread([this, s] { reader(s); }).detach();
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  start_thread([this, s, dev = st.st_dev, ino = st.st_ino] { reader(s, dev, ino); }).detach();
   return true;
 }
 
 int DaemonLink::send(const proto::Message& m, int fd) {
   std::string err;
+  drop_lost();
   if (!connect(&err)) {
     log::error("rdma_cm", err);
     return ENOTCONN;
@@ -55,7 +92,8 @@ int DaemonLink::send(const proto::Message& m, int fd) {
   return proto::send(fd_, m, fd);
 }
 
-int DaemonLink::post(const proto::Message& m, int fd) const {
+int DaemonLink::post(const proto::Message& m, int fd) {
+  drop_lost();
   return fd_ >= 0 ? proto::send(fd_, m, fd) : ENOTCONN;
 }
 
@@ -67,15 +105,26 @@ void DaemonLink::forget_after_fork() {
   replies_.clear();
 }
 
-void DaemonLink::reader(int s) {
+void DaemonLink::reader(int s, dev_t dev, ino_t ino) {
   for (;;) {
+    // Never read, nor close, a descriptor the program has taken over: look before each read.
+    pollfd pf{s, POLLIN, 0};
+    const int ready = ::poll(&pf, 1, kReaderCheckMs);
+    if (!same_file(s, dev, ino)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (fd_ == s) drop_lost(); // else send() or post() saw it first
+      return;
+    }
+    if (ready <= 0) continue; // the check again, or EINTR
     auto p = proto::recv(s);
     std::unique_lock<std::mutex> lock(mu_);
     if (!p) {
       if (errno == EAGAIN || errno == EINTR) continue;
-      fd_ = -1;
+      if (fd_ == s) {
+        fd_ = -1;
+        handler_.gone();
+      }
       sys_close(s);
-      handler_.gone();
       cv_.notify_all();
       return;
     }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <sys/types.h>
 
 namespace uiwarp::ucma {
 
@@ -38,12 +39,16 @@ public:
       : mu_(mu), cv_(cv), handler_(h) {}
 
   bool connected() const { return fd_ >= 0; }
+  // The program closed the link's descriptor (daemons close those they do not know), or put
+  // something else in its place: the link is down, and uiwarp no longer owns that number
+  // (nothing is sent, read or closed on it). Checked by identity, not by number.
+  bool lost() const;
   // Connects to UIWARPD_SOCKET (which uiwarp-run sets) unless connected; false with *err.
   bool connect(std::string* err);
   // Sends `m` (with socket `fd`), connecting first: 0, or an errno (ENOTCONN: no uiwarpd).
   int send(const proto::Message& m, int fd = -1);
   // Sends `m` only if connected (what an unconnected uiwarpd does not need to hear).
-  int post(const proto::Message& m, int fd = -1) const;
+  int post(const proto::Message& m, int fd = -1);
   // In the child of fork(): the link it inherited is the parent's socket without the parent's
   // reader thread, so uiwarpd's replies would go to whichever process reads first. The child
   // lets go of it (the parent's stays open) and connects anew when it needs uiwarpd.
@@ -72,12 +77,16 @@ private:
   static std::uint64_t reply_key(const proto::ResolveReply& r) { return r.id; }
   static std::uint64_t reply_key(const proto::AcceptReply& r) { return r.token; }
 
-  void reader(int s);
+  void reader(int s, dev_t dev, ino_t ino);
+  // With mu_ held: a lost link goes down (gone()), its number left to the program.
+  void drop_lost();
 
   std::mutex& mu_;
   std::condition_variable& cv_;
   Handler& handler_;
   int fd_ = -1;
+  dev_t dev_ = 0; // the socket fd_ names (lost())
+  ino_t ino_ = 0;
   std::deque<proto::Packet> replies_;
 };
 

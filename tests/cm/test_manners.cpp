@@ -22,7 +22,10 @@
 #include <sstream>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 using namespace dp;
@@ -61,6 +64,8 @@ std::string write_roundtrip(ConnectedPair& p) {
   return "";
 }
 
+int g_report_fd = -1; // in a child of in_child: where its result goes
+
 // Runs `body` in a child process (Catch's assertions there end it with status 1): its exit
 // status, 0 when it returned "" and 2 with the text on `*why` otherwise.
 template <class F> int in_child(F body, std::string* why) {
@@ -70,6 +75,7 @@ template <class F> int in_child(F body, std::string* why) {
   REQUIRE(pid >= 0);
   if (pid == 0) {
     close(pfd[0]);
+    g_report_fd = pfd[1];
     alarm(60);
     std::string r;
     try {
@@ -256,6 +262,98 @@ TEST_CASE("RLIMIT_NOFILE at 64: verbs work, exhaustion is a clear EMFILE, and th
           close(fd);
         ConnectedPair p;
         if (std::string r = write_roundtrip(p); !r.empty()) return "after EMFILE: " + r;
+        return std::string();
+      },
+      &why);
+  INFO(why);
+  CHECK(rc == 0);
+}
+
+TEST_CASE("a program that closes every descriptor it does not know: a clear error, then it works "
+          "again",
+          "[manners][close-all]") {
+  // Daemons do this (close_range(3, ~0U), or a loop to sysconf(_SC_OPEN_MAX)), or dup2 over
+  // descriptors, sometimes after a library opened its own. The next call on an old channel
+  // fails with EBADF, as with the kernel's; uiwarp neither crashes nor reads, writes or
+  // closes what the program opened in their place; a new channel listens and a new device
+  // context works. (librdmacm keeps the device context it opened first for the whole process,
+  // so, as with the kernel's rdma_cm, its QPs cannot be made again after that context's
+  // descriptor is gone.)
+  const bool dup_over = GENERATE(false, true);
+  INFO((dup_over ? "dup2 over each descriptor" : "close_range"));
+  std::string why;
+  const int rc = in_child(
+      [dup_over] {
+        rdma_event_channel* ch = rdma_create_event_channel();
+        if (!ch) return std::string("first channel");
+        rdma_cm_id* id = nullptr;
+        if (rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP)) return std::string("first id");
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(id, 4))
+          return std::string("first listen");
+        int n = 0;
+        ibv_device** devs = ibv_get_device_list(&n);
+        if (!devs || n < 1) return std::string("device list");
+        ibv_context* ctx = ibv_open_device(devs[0]);
+        if (!ctx) return std::string("first open");
+        if (!ibv_alloc_pd(ctx)) return std::string("first PD");
+        const std::set<int> had = open_fds();
+
+        // Every descriptor but the one that reports to the test (in_child's pipe) goes.
+        const auto keep = static_cast<unsigned>(g_report_fd);
+        if ((keep > 3 && ::syscall(SYS_close_range, 3U, keep - 1, 0U)) ||
+            ::syscall(SYS_close_range, keep + 1, ~0U, 0U))
+          return std::string("close_range");
+        errno = 0;
+        rdma_cm_id* old_id = nullptr;
+        if (rdma_create_id(ch, &old_id, nullptr, RDMA_PS_TCP) == 0 || errno != EBADF)
+          return "an id on the closed channel: errno " + std::to_string(errno) + ", not EBADF";
+        // A verb that needs no descriptor still works on the old context (the kernel's would
+        // say EBADF): neither is a crash.
+        if (ibv_pd* pd = ibv_alloc_pd(ctx)) ibv_dealloc_pd(pd);
+
+        // The program's own descriptors take the numbers uiwarp had: pipes, so that a write
+        // into one shows. dup_over puts one on each of those numbers at once.
+        std::vector<int> mine;
+        int pp[2];
+        if (pipe2(pp, O_CLOEXEC | O_NONBLOCK)) return std::string("pipe");
+        mine.insert(mine.end(), {pp[0], pp[1]});
+        if (dup_over) {
+          for (int fd : had)
+            if (fd > 2 && fd != g_report_fd && fd != pp[0] && fd != pp[1] &&
+                dup3(pp[1], fd, O_CLOEXEC) == fd)
+              mine.push_back(fd);
+        } else {
+          for (int i = 0; i < 5; ++i) {
+            if (pipe2(pp, O_CLOEXEC | O_NONBLOCK)) return std::string("pipe");
+            mine.insert(mine.end(), {pp[0], pp[1]});
+          }
+        }
+
+        // New objects work: a channel that listens (uiwarp connects to uiwarpd again), and a
+        // device context with a PD.
+        rdma_event_channel* ch2 = rdma_create_event_channel();
+        rdma_cm_id* id2 = nullptr;
+        if (!ch2 || rdma_create_id(ch2, &id2, nullptr, RDMA_PS_TCP))
+          return std::string("a new channel and id");
+        a.sin_port = 0;
+        if (rdma_bind_addr(id2, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(id2, 4))
+          return "listen on a new channel: errno " + std::to_string(errno);
+        ibv_context* ctx2 = ibv_open_device(devs[0]);
+        if (!ctx2 || !ibv_alloc_pd(ctx2)) return std::string("a new device context and PD");
+        std::this_thread::sleep_for(std::chrono::milliseconds(700)); // the old reader looks
+
+        // Nothing was written into, read from, or closed under the program's descriptors.
+        char c;
+        if (read(mine[0], &c, 1) != -1 || errno != EAGAIN)
+          return std::string("uiwarp wrote into the program's pipe");
+        for (int fd : mine)
+          if (fcntl(fd, F_GETFD) < 0)
+            return "uiwarp closed the program's descriptor " + std::to_string(fd);
+        // Writable ends dup'd over uiwarp's numbers: had uiwarp read its socket, the pipe's
+        // other end would be empty of what was never written; had it written, mine[0] shows.
         return std::string();
       },
       &why);
