@@ -9,6 +9,7 @@
 #include "connected_pair.hpp"
 
 #include <map>
+#include <thread>
 
 using namespace dp;
 
@@ -43,4 +44,39 @@ TEST_CASE("a post held back for the next poll leaves before a close that the pol
   }
   INFO("flushed: " << statuses[IBV_WC_WR_FLUSH_ERR] << " of " << 2 * kRounds);
   CHECK(statuses[IBV_WC_SUCCESS] == 2 * kRounds);
+}
+
+TEST_CASE("a poll returns the last completions before a close apart from the flush after them",
+          "[datapath]") {
+  // The peer sends its last message and closes (ibv_rc_pingpong's server, done): one poll for
+  // many entries returns the receive that completed, the next the flushed rest. In one batch,
+  // a program that stops at its count (rc_pingpong polls two at a time, any error fatal)
+  // failed on the flush before it could count the last receive.
+  ConnectedPair p;
+  for (std::uint64_t i = 0; i < 4; ++i)
+    REQUIRE(p.client.post_recv(10 + i, 64 * i, 64) == 0);
+  REQUIRE(p.server.post(IBV_WR_SEND, 1, 0, 64) == 0);
+  REQUIRE(poll_n(p.server.scq, 1).size() == 1);
+  REQUIRE(rdma_disconnect(p.server.id) == 0);
+  // The client's QP sees the message and the close (the progress thread drives it).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  do {
+    REQUIRE(ibv_query_qp(p.client.qp(), &attr, IBV_QP_STATE, &init) == 0);
+  } while (attr.qp_state != IBV_QPS_ERR && std::chrono::steady_clock::now() < until);
+  REQUIRE(attr.qp_state == IBV_QPS_ERR);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the flush is queued by now
+  ibv_wc wc[8];
+  const int first = ibv_poll_cq(p.client.rcq, 8, wc);
+  REQUIRE(first == 1);
+  CHECK(wc[0].status == IBV_WC_SUCCESS);
+  CHECK(wc[0].wr_id == 10);
+  int flushed = 0;
+  for (int k; (k = ibv_poll_cq(p.client.rcq, 8, wc)) > 0;)
+    for (int i = 0; i < k; ++i) {
+      CHECK(wc[i].status == IBV_WC_WR_FLUSH_ERR);
+      ++flushed;
+    }
+  CHECK(flushed == 3);
 }
