@@ -12,9 +12,19 @@ namespace uiwarp::cli {
 
 using Action = std::function<int()>;
 
-// uiwarp link add NAME netdev DEV | link del NAME | link show [NAME]
-void add_link_commands(CLI::App& app, Action& run);
-// uiwarp status | conn show
-void add_status_commands(CLI::App& app, Action& run);
+// Exit statuses, as rdma(8): 0 done, 1 failed, 2 a wrong command line.
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// The global output flags (-j, -p), set while parsing, read by the actions.
+struct Output {
+  bool json = false;
+  bool pretty = false;
+};
+
+// uiwarp link add NAME netdev DEV | link del NAME | link show [NAME] | link
+void add_link_commands(CLI::App& app, Action& run, const Output& out);
+// uiwarp status | conn show [--closed] | conn
+void add_status_commands(CLI::App& app, Action& run, const Output& out);
 
 } // namespace uiwarp::cli

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <net/if.h>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -94,7 +95,7 @@ int link_del(const std::string& name) {
   });
 }
 
-int link_show(const std::string& only) {
+int link_show(const std::string& only, const Output& out) {
   std::string err;
   const std::string dir = state_dir(&err);
   if (dir.empty()) return error(err);
@@ -106,12 +107,25 @@ int link_show(const std::string& only) {
   }
   const bool is_default = links.empty();
   bool found = false;
+  // rdma -j link show's objects, with uiwarp's MPA policy and whether it is the default.
+  nlohmann::json objects = nlohmann::json::array();
   for (const Link& l : effective_links(links)) {
     if (!only.empty() && l.name != only) continue;
     found = true;
     std::string nerr;
     auto nd = query_netdev(l.netdev, &nerr);
     const bool active = nd && nd->port_active();
+    if (out.json) {
+      objects.push_back({{"ifname", l.name},
+                         {"port", 1},
+                         {"state", active ? "ACTIVE" : "DOWN"},
+                         {"physical_state", active ? "LINK_UP" : "DISABLED"},
+                         {"netdev", l.netdev},
+                         {"netdev_found", static_cast<bool>(nd)},
+                         {"mpa", l.mpa},
+                         {"default", is_default}});
+      continue;
+    }
     std::printf("link %s/1 state %s physical_state %s netdev %s%s%s%s\n", l.name.c_str(),
                 active ? "ACTIVE" : "DOWN", active ? "LINK_UP" : "DISABLED", l.netdev.c_str(),
                 l.mpa.empty() ? "" : " mpa ", l.mpa.c_str(),
@@ -120,14 +134,19 @@ int link_show(const std::string& only) {
                              : "");
   }
   if (!only.empty() && !found) return error("no link " + only);
+  if (out.json) std::printf("%s\n", objects.dump(out.pretty ? 4 : -1).c_str());
   return 0;
 }
 
 } // namespace
 
-void add_link_commands(CLI::App& app, Action& run) {
+void add_link_commands(CLI::App& app, Action& run, const Output& out) {
   CLI::App* link = app.add_subcommand("link", "Manage uiwarp devices of this network namespace");
-  link->require_subcommand(1);
+  link->require_subcommand(0, 1);
+  // A bare `uiwarp link` shows, as `rdma link` does.
+  link->callback([&run, &out, link] {
+    if (link->get_subcommands().empty()) run = [&out] { return link_show("", out); };
+  });
 
   auto add_name = std::make_shared<std::string>();
   auto add_args = std::make_shared<std::vector<std::string>>();
@@ -148,7 +167,8 @@ void add_link_commands(CLI::App& app, Action& run) {
   CLI::App* show = link->add_subcommand("show", "Show devices (all, or NAME)");
   show->alias("list");
   show->add_option("name", *show_name, "Device name");
-  show->callback([&run, show_name] { run = [show_name] { return link_show(*show_name); }; });
+  show->callback(
+      [&run, &out, show_name] { run = [&out, show_name] { return link_show(*show_name, out); }; });
 }
 
 } // namespace uiwarp::cli

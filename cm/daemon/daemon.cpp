@@ -390,8 +390,15 @@ void Daemon::status(ClientId c, const proto::Status& m) {
     s.links = net_.snapshot();
     s.recent_link_events.assign(recent_.begin(), recent_.end());
   }
-  for (auto& line : status_report(s))
-    reply(c, proto::StatusLine{line.substr(0, proto::kMaxPacket / 4)});
+  if (m.json) {
+    // One document, cut into packets the client joins (a line is at most kMaxPacket / 4).
+    const std::string doc = status_json(s);
+    for (std::size_t at = 0; at < doc.size(); at += proto::kMaxPacket / 4)
+      reply(c, proto::StatusLine{doc.substr(at, proto::kMaxPacket / 4)});
+  } else {
+    for (auto& line : status_report(s))
+      reply(c, proto::StatusLine{line.substr(0, proto::kMaxPacket / 4)});
+  }
   reply(c, proto::StatusEnd{});
 }
 

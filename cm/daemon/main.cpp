@@ -133,8 +133,14 @@ int main(int argc, char** argv) {
   app.add_option("-s,--socket", socket_path,
                  "Unix socket (default: in the uiwarp state directory)");
   app.add_flag("-d,--daemon", daemonize, "detach and run in the background");
+  app.set_version_flag("-V,--version", std::string("uiwarpd ") + UIWARP_VERSION);
   add_policy_options(app, cfg);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e); // --help, --version: 0
+    return code == 0 ? 0 : 2;     // a wrong command line, as for a bad configuration
+  }
   std::string err;
   if (!load_config(config_file, cfg, app, &err)) {
     log(err);

@@ -6,6 +6,7 @@
 #include "uiwarp/daemon_proto.hpp"
 
 #include <arpa/inet.h>
+#include <cstddef>
 #include <cstring>
 #include <linux/inet_diag.h>
 #include <linux/sock_diag.h>
@@ -22,6 +23,17 @@
 #include <utility>
 
 namespace uiwarp::daemon {
+
+namespace {
+// glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's goes on (linux/tcp.h, which
+// cannot be included beside netinet/tcp.h) with the pacing rates and the octets acknowledged
+// and received (since Linux 4.1/4.2). A kernel that sends less leaves them 0.
+struct TcpInfo {
+  tcp_info base;
+  std::uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
+};
+static_assert(offsetof(TcpInfo, bytes_acked) == 120, "the kernel's tcpi_bytes_acked");
+} // namespace
 
 using proto::addr_string;
 
@@ -211,10 +223,12 @@ std::map<TcpKey, TcpState> tcp_connections(std::string* err) {
         int len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *d));
         for (auto* a = reinterpret_cast<rtattr*>(d + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
           if (a->rta_type != INET_DIAG_INFO) continue;
-          tcp_info ti{};
+          TcpInfo ti{};
           std::memcpy(&ti, RTA_DATA(a), std::min<std::size_t>(sizeof ti, RTA_PAYLOAD(a)));
-          t.retransmits = ti.tcpi_total_retrans;
-          t.rtt_us = ti.tcpi_rtt;
+          t.retransmits = ti.base.tcpi_total_retrans;
+          t.rtt_us = ti.base.tcpi_rtt;
+          t.bytes_sent = ti.bytes_acked;
+          t.bytes_received = ti.bytes_received;
         }
         out[{addr_string(l), addr_string(p)}] = t;
       }

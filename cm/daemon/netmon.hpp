@@ -34,6 +34,7 @@ struct TcpState {
   std::uint32_t send_queue = 0, recv_queue = 0; // bytes not yet acked / not yet read
   std::uint32_t retransmits = 0;
   std::uint32_t rtt_us = 0;
+  std::uint64_t bytes_sent = 0, bytes_received = 0; // acknowledged by the peer / received
 };
 using TcpKey = std::pair<std::string, std::string>; // addr_string(local), addr_string(peer)
 std::map<TcpKey, TcpState> tcp_connections(std::string* err);

@@ -45,5 +45,7 @@ struct StatusSnapshot {
 };
 
 std::vector<std::string> status_report(const StatusSnapshot& s);
+// The same as one JSON document (status_json.cpp).
+std::string status_json(const StatusSnapshot& s);
 
 } // namespace uiwarp::daemon

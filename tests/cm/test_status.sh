@@ -19,6 +19,8 @@ cpid=$!
 sleep 2
 "$UIWARP" status >"$T/status" 2>&1
 "$UIWARP" conn show >"$T/conn" 2>&1
+"$UIWARP" -j status >"$T/status.json" 2>&1
+"$UIWARP" -j -p conn >"$T/conn.json" 2>&1
 cat "$T/status"
 check "status names the listener and its owner" grep -qE "^  127\.0\.0\.1:$p pid [0-9]+ \(rping\)" "$T/status"
 check "status counts the connection (connect 1, established 1)" grep -q "connect 1 (established 1," "$T/status"
@@ -32,6 +34,36 @@ check "conn show: the active end, its owner and TCP state" \
 check "conn show: the passive end" \
   grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) passive IETF crc on .* tcp established" "$T/conn"
 # The client goes; the server sees the connection end and exits by itself (it served one).
+# -j: one JSON document each, with the fields its schema names (rdma -j's way).
+schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
+import json, sys
+st = json.load(open(sys.argv[1]))
+cs = json.load(open(sys.argv[2]))
+port = sys.argv[3]
+def need(obj, keys, where):
+    for k in keys:
+        assert k in obj, f"{where}: no '{k}' in {sorted(obj)}"
+need(st, ["pid", "up_s", "socket", "policy", "counters", "clients", "listeners", "connections",
+          "starting", "links", "recent_link_events"], "status")
+need(st["policy"], ["mpa_revision", "crc", "markers", "p2p", "rtr", "ird", "ord", "permissive",
+                    "large_fpdu", "rfc7306", "startup_timeout_ms", "recv_wait_ms"], "policy")
+need(st["counters"], ["connects", "established", "requests", "accepted", "mpa_errors"], "counters")
+assert st["counters"]["established"] == 1, st["counters"]
+assert any(l["addr"].endswith(":" + port) and "(rping)" in l["process"] for l in st["listeners"])
+need(cs, ["connections", "starting"], "conn show")
+assert len(cs["connections"]) == 2, cs
+for c in cs["connections"]:
+    need(c, ["local", "peer", "process", "role", "mpa", "age_s", "tcp"], "connection")
+    need(c["mpa"], ["version", "crc", "markers_tx", "markers_rx", "p2p", "rtr", "ird", "ord",
+                    "large_fpdu", "rfc7306", "recv_wait_ms"], "connection mpa")
+    need(c["tcp"], ["state", "send_queue", "recv_queue", "retransmits", "rtt_us", "bytes_sent",
+                    "bytes_received"], "connection tcp")
+    assert c["tcp"]["bytes_sent"] > 0 and c["tcp"]["bytes_received"] > 0, c["tcp"]
+assert sorted(c["role"] for c in cs["connections"]) == ["active", "passive"]
+print("ok")
+PY
+)
+expect_eq "uiwarp -j status and -j -p conn: JSON with every field of the schema" ok "$schema"
 kill "$cpid" 2>/dev/null
 timeout 20 tail --pid="$spid" -f /dev/null
 kill "$spid" 2>/dev/null
@@ -47,6 +79,11 @@ done
 cat "$T/closed"
 check "conn show --closed: the connection that ended, its owner, QPN and why" grep -qE "$closed_re" "$T/closed"
 check "conn show --closed: a header that counts them" grep -qE "^closed connections: [12] \(the last 64 are kept\)" "$T/closed"
+closed_json=$("$UIWARP" -j conn show --closed | python3 -c 'import json, sys
+c = json.load(sys.stdin)["closed"][0]
+assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason"}, c
+print(c["reason"])' 2>&1)
+check "uiwarp -j conn show --closed: the same, as JSON ($closed_json)" test -n "$closed_json" -a "${closed_json#Traceback}" = "$closed_json"
 # The per-user uiwarpd's log, beside its socket, says the same.
 log=$(find "$UIWARP_STATE_DIR" -name uiwarpd.log | head -n 1)
 check "uiwarpd.log in the state directory records the end and why" \

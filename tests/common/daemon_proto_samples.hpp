@@ -73,7 +73,7 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
       {"reject", Reject{42, pd}},
       {"resolve", Resolve{11, v4("192.0.2.1", 0)}},
       {"resolve_reply", ResolveReply{11, 0, v4("192.0.2.2", 0), "eth0"}},
-      {"status", Status{true, true}},
+      {"status", Status{true, true, true}},
       {"status_line", StatusLine{"uiwarpd pid 1"}},
       {"status_end", StatusEnd{}},
       {"ib_connect",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
-# test_link.sh UIWARP: `uiwarp link add/show/del` round trip in a fresh state dir.
+# test_link.sh UIWARP: `uiwarp link add/show/del` round trip in a fresh state dir, and the CLI's
+# conventions (rdma(8)'s): -j/-p, a bare object shows, exit status 0/1/2, --version.
 source "$(dirname "$0")/../../scripts/lib/common.sh"
 test_init
 U=$1
@@ -27,7 +28,17 @@ check "a missing netdev fails" bash -c "! '$U' link add uiwarp3 netdev nonexiste
 check "netdev is required" bash -c "! '$U' link add uiwarp3 2>/dev/null"
 check "'type uiwarp' is accepted" bash -c "'$U' link add uiwarp4 type uiwarp netdev lo 2>&1 | grep -q 'already has link'"
 check "show of an unknown name fails" bash -c "! '$U' link show uiwarp9 2>/dev/null"
-check "no subcommand fails" bash -c "! '$U' link 2>/dev/null"
+expect_eq "a bare 'uiwarp link' shows, as rdma link does" "$("$U" link show)" "$("$U" link)"
+expect_eq "-j link: rdma -j's objects" "uiwarp1 1 ACTIVE LINK_UP lo False" \
+  "$("$U" -j link | python3 -c 'import json, sys
+(l,) = json.load(sys.stdin)
+print(l["ifname"], l["port"], l["state"], l["physical_state"], l["netdev"], l["default"])')"
+check "-j -p link: indented JSON" bash -c "'$U' -j -p link | python3 -c 'import json, sys; json.load(sys.stdin)' && '$U' -j -p link | grep -q '^    {'"
+"$U" link frobnicate >/dev/null 2>&1
+expect_eq "a wrong command line exits 2" 2 "$?"
+"$U" link show uiwarp9 >/dev/null 2>&1
+expect_eq "a command that fails exits 1" 1 "$?"
+expect_match "--version" "^uiwarp [0-9]+\.[0-9]+\.[0-9]+$" "$("$U" --version)"
 expect_eq "links.conf unchanged by the failures" "uiwarp1 lo" "$(cat "$NS/links.conf")"
 
 check "del uiwarp1" "$U" link del uiwarp1

@@ -168,7 +168,9 @@ template <class Io> void fields(Io& io, Resolve& m) { io(m.id), io(m.dst); }
 template <class Io> void fields(Io& io, ResolveReply& m) {
   io(m.id), io(m.status), io(m.src), io(m.netdev);
 }
-template <class Io> void fields(Io& io, Status& m) { io(m.connections_only), io(m.closed); }
+template <class Io> void fields(Io& io, Status& m) {
+  io(m.connections_only), io(m.closed), io(m.json);
+}
 template <class Io> void fields(Io& io, StatusLine& m) { io(m.text); }
 template <class Io> void fields(Io&, StatusEnd&) {}
 template <class Io> void fields(Io& io, IbConnect& m) {

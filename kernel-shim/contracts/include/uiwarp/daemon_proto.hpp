@@ -20,7 +20,7 @@
 //                                                             src, dst} + socket
 //   Reject   {token, pd}
 //   Resolve  {id, dst}                          ResolveReply {id, status, src, netdev/reason}
-//   Status   {connections_only, closed}         StatusLine   {text} ... StatusEnd
+//   Status   {connections_only, closed, json}   StatusLine   {text} ... StatusEnd
 //   IbConnect {id, local, peer, local_qpn,      ConnectReply {id, ...} + socket
 //              peer_qpn, ird, ord, timeout_ms,
 //              initiator} (+ socket: initiator)
@@ -137,6 +137,7 @@ struct ResolveReply {
 struct Status {
   bool connections_only = false;
   bool closed = false; // the connections that ended, with their reasons, instead
+  bool json = false;   // one JSON document, in StatusLines to be joined, instead of lines
 };
 struct StatusLine {
   std::string text;
