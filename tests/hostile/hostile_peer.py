@@ -4,7 +4,7 @@
 
 It plays a malicious MPA initiator against a persistent `rping -s -P` server and a malicious
 responder (listener) against one `rping -c` per case, both under uiwarp-run, and asserts the
-octets uiwarp sends back for every row of shared/spec/iwarp-requirements.md §7 that concerns
+octets uiwarp sends back for every HX row of docs/requirements.md (hostile input) that concerns
 framing, MPA negotiation, DDP and RDMAP: the Terminate (layer/etype/code, HdrCt, the copied
 headers), a FIN, an RST or silence. After each case it checks that the program, uiwarpd and a
 fresh rping connection are fine. MPA, FPDU, DDP and RDMAP are built by iwarp_wire.py, from the

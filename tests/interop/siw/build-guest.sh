@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Builds the siw reference guest: Debian 12's own kernel, siw.ko compiled out of tree from Debian's
 # linux-source (Debian's 6.1 config has '# CONFIG_RDMA_SIW is not set'), and an initramfs with the
-# stock rdma-core tools (rping, perftest) and iperf3. See shared/design/siw-peer.md.
+# stock rdma-core tools (rping, perftest) and iperf3. See tests/interop/siw/README.md.
 #
 #   build-guest.sh [VARIANT...]   build into $CACHE what the cache lacks (a cache hit takes ~1 s)
 #
