@@ -2,14 +2,14 @@
 //
 // libuiwarp-shim.so: the LD_PRELOAD stand-in for the kernel interfaces that stock libibverbs and
 // librdmacm (rdma-core 44) touch directly, so that the uiwarp provider works with no kernel RDMA
-// support, no /dev/infiniband and no root. See shared/design/rdma-core-integration.md.
+// support, no /dev/infiniband and no root. How the pieces fit: docs/architecture.md.
 //
 //  * open*/stat*/statx of /dev/infiniband/uverbsN (when the generated sysfs tree says the node is
 //    ours: class/infiniband_verbs/uverbsN/dev is "1:7") are redirected to /dev/full, a real
 //    character device 1:7, so libibverbs' S_ISCHR and st_rdev checks pass and any command that
 //    reaches the "kernel" fails loudly (ENOSPC) instead of silently returning garbage.
-//  * open of /dev/infiniband/rdma_cm fails with ENODEV (the UCMA emulation is a later step), so
-//    librdmacm reports a clean error.
+//  * open of /dev/infiniband/rdma_cm returns an event channel of the rdma_cm emulation (ucma.hpp):
+//    librdmacm's commands written to it are answered in this process, backed by uiwarpd.
 //  * write() of the uverbs command CREATE_COMP_CHANNEL (17) on such an fd is answered here with a
 //    pipe: the read end is the channel fd, the provider gets the write end through
 //    uiwarp_shim_comp_channel_wfd() (include/uiwarp/shim.h).

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // The generator of the sysfs tree that stock libibverbs (rdma-core 44) reads through SYSFS_PATH
-// to find uiwarp devices with no kernel RDMA support. See shared/design/rdma-core-integration.md
-// §1 for which files libibverbs reads and why.
+// to find uiwarp devices with no kernel RDMA support: below, each file libibverbs and librdmacm
+// read (and rdma-core's tests, by their fixed paths), with what uiwarp writes there.
 //
 // Per device <dev> on netdev <nd> (paths relative to the tree's root):
 //   class/infiniband/<dev>/node_type             "4: RNIC"  (libibverbs: transport iWARP)
