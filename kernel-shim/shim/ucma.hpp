@@ -2,7 +2,7 @@
 //
 // The rdma_cm character device (UCMA, /dev/infiniband/rdma_cm) emulated in the
 // application's process, with the kernel's iWARP semantics
-// (rdma-core-integration.md §4): librdmacm writes its commands to the fd the
+// (docs/architecture.md): librdmacm writes its commands to the fd the
 // shim returned from open(); the network side is uiwarpd's, and connected
 // sockets are handed to the provider's QPs.
 #pragma once

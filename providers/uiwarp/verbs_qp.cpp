@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Queue pairs and shared receive queues, with the kernel's iWARP semantics
-// (rdma-core-integration.md §4): a QP reaches RTS through the CM, which hands it a
+// (docs/architecture.md): a QP reaches RTS through the CM, which hands it a
 // connected, MPA-negotiated socket; RTR and state-less modifies are accepted (librdmacm
 // issues them); SQD is a graceful close. IB addressing attributes are accepted only for
 // uiwarp's IB-style connect (ib_connect.cpp): INIT -> RTR with the peer's GID and QPN.

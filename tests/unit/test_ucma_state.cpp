@@ -3,7 +3,7 @@
 // The rdma_cm's id/channel/event rules (kernel-shim/shim/ucma_state.hpp) without a process, a
 // daemon or a socket: the order events come out of a channel, what GET_EVENT does with an
 // empty, closed or reused channel, what DESTROY_ID and MIGRATE_ID report and move (librdmacm
-// waits for events_completed >= events_reported, rdma-core-integration.md §4), and the port
+// waits for events_completed >= events_reported, docs/architecture.md), and the port
 // conflicts of bind and listen (cma_check_port, cma_bind_listen).
 #include "catch_compat.hpp"
 #include "ucma_state.hpp"

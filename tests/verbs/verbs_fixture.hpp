@@ -50,7 +50,7 @@ constexpr int kMaxSrq = 16384;
 constexpr int kMaxSrqWr = 16384;
 
 // IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT: what the iWARP CM's
-// INIT_QP_ATTR returns for INIT and RTR (rdma-core-integration.md §4).
+// INIT_QP_ATTR returns for INIT and RTR (docs/architecture.md).
 constexpr int kCmMask = IBV_QP_STATE | IBV_QP_ACCESS_FLAGS | IBV_QP_PORT;
 constexpr int kRemoteAccess =
     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;

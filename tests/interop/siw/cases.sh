@@ -98,7 +98,7 @@ retry_after_race() {
 
 # perf_case TOOL DIR SIZE ARGS...: a perftest pair over the RDMA CM (-R). perftest calibrates
 # its clock against the TSC, which under TCG fails now and then ("Can't produce a report",
-# siw-peer.md), and siw has known failures of its own (below): those are retried, at most twice
+# docs/interop-siw.md), and siw has known failures of its own (below): those are retried, at most twice
 # (a refused second connection or a failed calibration up to four times), and every retry is
 # named in the result.
 perf_case() {

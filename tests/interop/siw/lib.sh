@@ -109,7 +109,7 @@ siw_boot() {
   sleep infinity >"$CON.in" &
   HOLDER=$!
   local t=$SECONDS
-  # /dev/kvm on these machines is kvm-pvm, which runs only PVM-aware guests: TCG (siw-peer.md).
+  # /dev/kvm on these machines is kvm-pvm, which runs only PVM-aware guests: TCG (docs/interop-siw.md).
   # shellcheck disable=SC2086
   ip netns exec "$NS" qemu-system-x86_64 ${SIW_ACCEL:--accel tcg,thread=multi -cpu max} -m 1024 -smp 2 \
     -display none -monitor none -serial stdio -no-reboot -pidfile "$SW/qemu.pid" \

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// IB-style connection set-up between uiwarp peers (a uiwarp extension; README "IB-style
-// connect"). A program that moves an RC QP INIT -> RTR with an address vector (the peer's GID
-// and QPN, exchanged out of band, as ibv_rc_pingpong and perftest without -R do) gets an
+// IB-style connection set-up between uiwarp peers (a uiwarp extension; docs/extensions.md,
+// "IB-style connect"). A program that moves an RC QP INIT -> RTR with an address vector (the peer's
+// GID and QPN, exchanged out of band, as ibv_rc_pingpong and perftest without -R do) gets an
 // ordinary iWARP connection: one side's uiwarpd opens a TCP connection to the other's
 // rendezvous port (uiwarpd.conf ib-connect-port) and sends an MPA Request (rev 2, RFC 6581)
 // whose private data names both QPs; the other side's uiwarpd answers for the QP that waits
