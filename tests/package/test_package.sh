@@ -10,7 +10,8 @@
 #  3. There, as uid 65534 and with only the installed files, runs `uiwarp-run ibv_devinfo` and
 #     `uiwarp-run rping` (server and client, loopback): first with the per-user uiwarpd that
 #     uiwarp-run starts, then with the system-wide one, run the way uiwarpd.socket runs it; then
-#     a package upgrade under a listening rping -s -P (dpkg -i again, the service restarted).
+#     a package upgrade under a listening rping -s -P (dpkg -i again, the service restarted);
+#     and the package's autopkgtest, debian/tests/demo.
 # Exit 77 (skipped) when not root or the tools are missing (scripts/deps installs them).
 set -u
 SRC=$(cd "${1:?usage: test_package.sh SOURCE_DIR}" && pwd)
@@ -101,6 +102,8 @@ for d in usr etc var lib lib64 bin sbin; do
     -o "lowerdir=/$d,upperdir=/run/pkgtest/ov/$d.up,workdir=/run/pkgtest/ov/$d.work" "/$d" ||
     { bad "overlay on /$d"; finish; }
 done
+# The package's autopkgtest, kept before the source tree is hidden (run below).
+cp "$SRC/debian/tests/demo" "$TT/autopkgtest-demo"
 # Hide the source tree and anything under /tmp (build trees, other tests' state).
 mount -t tmpfs -o mode=755,ro tmpfs "$SRC"
 mount -t tmpfs -o mode=1777 tmpfs /tmp
@@ -125,7 +128,7 @@ expect_eq "driver file" "driver uiwarp" "$(cat /etc/libibverbs.d/uiwarp.driver)"
 expect_match "uiwarpd.conf is a conffile" "/etc/uiwarp/uiwarpd.conf [0-9a-f]{32}" \
   "$(dpkg-query -W -f='${Conffiles}' uiwarp)"
 check "uiwarpd.socket enabled" test -L /etc/systemd/system/sockets.target.wants/uiwarpd.socket
-for m in uiwarp-run.1 uiwarp.7 uiwarp.8 uiwarpd.8; do
+for m in uiwarp-run.1 uiwarpd.conf.5 uiwarp.7 uiwarp.8 uiwarpd.8; do
   check "man page $m" test -f "/usr/share/man/man${m##*.}/$m.gz"
 done
 # /lib/systemd/system on Debian 12, /usr/lib/systemd/system from Debian 13 on.
@@ -182,6 +185,12 @@ rping_pair() { # NAME PORT: rping server and client as nobody, -C 10 -v, loopbac
     "$(grep -c '^server ping data' "$TT/$1.server")"
 }
 rping_pair rping-per-user 7174
+pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" && sleep 0.5
+# debian/tests/demo, as autopkgtest runs it against the installed packages (it becomes nobody).
+sh "$TT/autopkgtest-demo" >"$TT/autopkgtest.log" 2>&1
+rc=$?
+expect_eq "debian/tests/demo (autopkgtest): ibv_devinfo, rping, ib_write_bw -R as nobody" 0 "$rc"
+((rc == 0)) || tail -n 20 "$TT/autopkgtest.log"
 pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" && sleep 0.5
 
 # --- the system daemon, run as uiwarpd.socket/.service say (systemd-socket-activate stands in
