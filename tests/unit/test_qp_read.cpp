@@ -136,7 +136,7 @@ TEST_CASE("RD-003 Read source deregistered while its Response is sent: rest not 
 }
 
 TEST_CASE("RD-005 a Read Response's payload may go by reference, never a header, a CRC, a "
-          "Send's or a Write's payload (tx_gather, by_ref); with CRC on, nothing does",
+          "Send's or a Write's payload (tx_gather, by_ref), and with CRC on nothing does",
           "[qp][read]") {
   // The I/O edge hands flagged pieces to TCP without a copy: only memory that nothing
   // changes until the requester has it (a Read Response completes nothing at the Data
