@@ -48,6 +48,7 @@ ClientId Clients::accept(std::string* refused) {
   Client& cl = clients_[fd];
   cl.uid = cred.uid;
   cl.pid = cred.pid;
+  cl.process = describe_process(cred.pid);
   return fd;
 }
 
@@ -59,7 +60,7 @@ Clients::Read Clients::read(ClientId c, proto::Packet* out, std::string* log) {
   if (!it->second.greeted) return hello(c, it->second, std::move(p), log);
   if (!p) {
     if (errno == EBADMSG)
-      *log = "dropped " + describe_process(it->second.pid) + ": a message uiwarpd cannot read";
+      *log = "dropped " + it->second.process + ": a message uiwarpd cannot read";
     return Read::Gone;
   }
   *out = std::move(*p);
@@ -72,7 +73,7 @@ Clients::Read Clients::hello(ClientId c, Client& cl, std::optional<proto::Packet
   if (!p && errno != EBADMSG) return Read::Gone; // left before saying anything
   const proto::Hello* h = p ? std::get_if<proto::Hello>(&p->msg) : nullptr;
   if (p && p->fd >= 0) ::close(p->fd);
-  const std::string who = describe_process(cl.pid);
+  const std::string who = cl.process;
   const std::string ours = "uiwarpd speaks protocol " + std::to_string(proto::kVersion);
   proto::HelloReply r;
   if (!h) {

@@ -22,6 +22,9 @@ namespace uiwarp::daemon {
 struct Client {
   uid_t uid = 0;
   pid_t pid = 0;
+  // "pid 1234 (rping)", read when it connected: a program that reports a connection's end and
+  // exits is gone from /proc by the time its message is read.
+  std::string process;
   bool greeted = false; // its Hello was of our version
   proto::Role role = proto::Role::Shim;
   // Messages its socket had no room for, in order, with the socket each passes (a copy).

@@ -344,7 +344,7 @@ void Daemon::resolve(ClientId c, const proto::Resolve& m) {
 
 void Daemon::closed(ClientId c, const proto::Closed& m) {
   const Client* cl = clients_.find(c);
-  const std::string who = cl ? describe_process(cl->pid) : "a program";
+  const std::string who = cl ? cl->process : "a program";
   log("connection " + proto::addr_string(m.local) + " -> " + proto::addr_string(m.peer) + " of " +
       who + " ended: " + m.reason);
   sessions_.on_closed(c, m, cl ? cl->uid : 0, who, Clock::now());
@@ -378,7 +378,7 @@ void Daemon::status(ClientId c, const proto::Status& m) {
   s.closed.assign(sessions_.closed().begin(), sessions_.closed().end());
   auto add_owner = [&](ClientId id) {
     if (s.clients.count(id)) return;
-    if (const Client* cl = clients_.find(id)) s.clients[id] = {cl->uid, describe_process(cl->pid)};
+    if (const Client* cl = clients_.find(id)) s.clients[id] = {cl->uid, cl->process};
   };
   for (const auto& l : s.listeners)
     add_owner(l.client);
