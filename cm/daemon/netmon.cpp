@@ -25,14 +25,19 @@
 namespace uiwarp::daemon {
 
 namespace {
-// glibc's struct tcp_info stops at tcpi_total_retrans; the kernel's goes on (linux/tcp.h, which
-// cannot be included beside netinet/tcp.h) with the pacing rates and the octets acknowledged
-// and received (since Linux 4.1/4.2). A kernel that sends less leaves them 0.
-struct TcpInfo {
-  tcp_info base;
-  std::uint64_t pacing_rate, max_pacing_rate, bytes_acked, bytes_received;
-};
-static_assert(offsetof(TcpInfo, bytes_acked) == 120, "the kernel's tcpi_bytes_acked");
+// Offsets in the kernel's struct tcp_info (linux/tcp.h, an ABI that only grows; that header
+// cannot be included beside netinet/tcp.h): tcpi_bytes_acked and tcpi_bytes_received, since
+// Linux 4.1/4.2. glibc's own struct ends before them in some releases (Debian 12's) and goes
+// past them in others (sid's), so they are read at these offsets, not through it.
+constexpr std::size_t kTcpiBytesAcked = 120, kTcpiBytesReceived = 128;
+
+// The u64 at `off` of an attribute's payload, or 0 where the kernel sent less.
+std::uint64_t u64_at(const rtattr* a, std::size_t off) {
+  std::uint64_t v = 0;
+  if (RTA_PAYLOAD(a) >= off + sizeof v)
+    std::memcpy(&v, static_cast<const char*>(RTA_DATA(a)) + off, sizeof v);
+  return v;
+}
 } // namespace
 
 using proto::addr_string;
@@ -223,12 +228,12 @@ std::map<TcpKey, TcpState> tcp_connections(std::string* err) {
         int len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *d));
         for (auto* a = reinterpret_cast<rtattr*>(d + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
           if (a->rta_type != INET_DIAG_INFO) continue;
-          TcpInfo ti{};
+          tcp_info ti{};
           std::memcpy(&ti, RTA_DATA(a), std::min<std::size_t>(sizeof ti, RTA_PAYLOAD(a)));
-          t.retransmits = ti.base.tcpi_total_retrans;
-          t.rtt_us = ti.base.tcpi_rtt;
-          t.bytes_sent = ti.bytes_acked;
-          t.bytes_received = ti.bytes_received;
+          t.retransmits = ti.tcpi_total_retrans;
+          t.rtt_us = ti.tcpi_rtt;
+          t.bytes_sent = u64_at(a, kTcpiBytesAcked);
+          t.bytes_received = u64_at(a, kTcpiBytesReceived);
         }
         out[{addr_string(l), addr_string(p)}] = t;
       }
