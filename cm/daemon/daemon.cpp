@@ -209,6 +209,7 @@ void Daemon::dispatch(ClientId c, proto::Packet p) {
                  [&](const proto::Resolve& m) { resolve(c, m); },
                  [&](const proto::Status& m) { status(c, m); },
                  [&](const proto::Closed& m) { closed(c, m); },
+                 [&](const proto::Attached& m) { sessions_.on_attached(c, m); },
                  [&](const auto&) {
                    drop_client(c, "dropped a client that sent a message only uiwarpd sends");
                  },

@@ -101,6 +101,10 @@ struct HandedView {
   sockaddr_storage local, peer;
   iwarp::ConnParams params;
   Clock::time_point since;
+  // Set when the client's provider reports the QP that took the socket (proto::Attached).
+  std::uint32_t qp_num = 0;
+  std::string device;
+  bool attached = false;
 };
 
 // A handed-over connection that ended, as its program's provider reported it (proto::Closed).
@@ -189,6 +193,8 @@ public:
   // `process` name the client, which may be gone when the record is read.
   void on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::string process,
                  Clock::time_point now);
+  // Client `c`'s provider gave a handed-over connection to QP m.qp_num (which is in RTS).
+  void on_attached(ClientId c, const proto::Attached& m);
   static constexpr std::size_t kClosedKept = 64;
   const std::deque<ClosedView>& closed() const { return closed_; }
 

@@ -30,6 +30,15 @@ std::string counters_line(const Counters& k, std::uint64_t refused, std::uint64_
          n(refused) + ", link events " + n(link_events);
 }
 
+// "qp 0x000011 dev uiwarp0 RTS", or "qp - handover" until the provider reports the QP that
+// took the socket (or when its program's shim is older and does not say).
+std::string qp_part(const HandedView& h) {
+  if (!h.attached) return "qp - handover";
+  char qpn[16];
+  std::snprintf(qpn, sizeof qpn, "0x%06x", h.qp_num);
+  return std::string("qp ") + qpn + " dev " + (h.device.empty() ? "-" : h.device) + " RTS";
+}
+
 } // namespace
 
 std::vector<std::string> status_report(const StatusSnapshot& s) {
@@ -83,7 +92,7 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
     auto* o = owner(h.client);
     if (!o) continue;
     std::string line = "  " + addr_string(h.local) + " " + addr_string(h.peer) + " " + o->process +
-                       " " + (h.params.initiator ? "active" : "passive") + " " +
+                       " " + qp_part(h) + " " + (h.params.initiator ? "active" : "passive") + " " +
                        iwarp::describe(h.params) + " age " + age(h.since);
     if (auto t = s.tcp.find({addr_string(h.local), addr_string(h.peer)}); t != s.tcp.end())
       line += " tcp " + t->second.state + " sendq " + n(t->second.send_queue) + " recvq " +

@@ -289,12 +289,24 @@ int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
     sys_close(fd);
     return ENODEV;
   }
+  // uiwarpd lists the connection with the QP that took it (uiwarp conn show); the addresses are
+  // read now, as the QP owns the socket once attach() returns.
+  proto::Attached a{{}, {}, qp_num, {}};
+  socklen_t la = sizeof a.local, pa = sizeof a.peer;
+  const bool named = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a.local), &la) == 0 &&
+                     ::getpeername(fd, reinterpret_cast<sockaddr*>(&a.peer), &pa) == 0;
   st.set_attaching(qp_num, true);
   lock.unlock();
   int err = ops->attach(qp_num, fd, p);
+  if (!err && named) {
+    if (auto d = device_for(a.local)) a.device = d->name;
+  }
   lock.lock();
   st.set_attaching(qp_num, false);
-  if (err) sys_close(fd);
+  if (err)
+    sys_close(fd);
+  else if (named)
+    daemon.post(a);
   return err;
 }
 

@@ -30,9 +30,9 @@ check "status shows the default MPA startup timeout (10 s)" grep -q "startup tim
 check "status lists lo among the links" grep -qE "^  lo up 127\.0\.0\.1" "$T/status"
 expect_eq "conn show lists both ends" "connections: 2" "$(head -n 1 "$T/conn")"
 check "conn show: the active end, its owner and TCP state" \
-  grep -qE "127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:$p pid [0-9]+ \(rping\) active IETF crc on .* tcp established" "$T/conn"
+  grep -qE "127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:$p pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} dev uiwarp[0-9]+ RTS active IETF crc on .* tcp established" "$T/conn"
 check "conn show: the passive end" \
-  grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) passive IETF crc on .* tcp established" "$T/conn"
+  grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} dev uiwarp[0-9]+ RTS passive IETF crc on .* tcp established" "$T/conn"
 # The client goes; the server sees the connection end and exits by itself (it served one).
 # -j: one JSON document each, with the fields its schema names (rdma -j's way).
 schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
@@ -53,7 +53,9 @@ assert any(l["addr"].endswith(":" + port) and "(rping)" in l["process"] for l in
 need(cs, ["connections", "starting"], "conn show")
 assert len(cs["connections"]) == 2, cs
 for c in cs["connections"]:
-    need(c, ["local", "peer", "process", "role", "mpa", "age_s", "tcp"], "connection")
+    need(c, ["local", "peer", "process", "qpn", "device", "state", "role", "mpa", "age_s", "tcp"],
+         "connection")
+    assert c["state"] == "RTS" and isinstance(c["qpn"], int) and c["device"].startswith("uiwarp"), c
     need(c["mpa"], ["version", "crc", "markers_tx", "markers_rx", "p2p", "rtr", "ird", "ord",
                     "large_fpdu", "rfc7306", "recv_wait_ms"], "connection mpa")
     need(c["tcp"], ["state", "send_queue", "recv_queue", "retransmits", "rtt_us", "bytes_sent",

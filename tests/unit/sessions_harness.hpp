@@ -43,10 +43,11 @@ inline const sockaddr_storage kPeer = v4("192.0.2.2", 40001);
 inline std::string addr(const sockaddr_storage& a) { return proto::addr_string(a); }
 
 inline const char* message_name(const proto::Message& m) {
-  static const char* const kNames[] = {
-      "Hello",        "HelloReply",  "Listen",     "ListenReply", "Unlisten",  "Connect",
-      "ConnectReply", "ConnRequest", "Accept",     "AcceptReply", "Reject",    "Resolve",
-      "ResolveReply", "Status",      "StatusLine", "StatusEnd",   "IbConnect", "Closed"};
+  static const char* const kNames[] = {"Hello",        "HelloReply",  "Listen",       "ListenReply",
+                                       "Unlisten",     "Connect",     "ConnectReply", "ConnRequest",
+                                       "Accept",       "AcceptReply", "Reject",       "Resolve",
+                                       "ResolveReply", "Status",      "StatusLine",   "StatusEnd",
+                                       "IbConnect",    "Closed",      "Attached"};
   static_assert(std::size(kNames) == std::variant_size_v<proto::Message>);
   return kNames[m.index()];
 }

@@ -117,6 +117,22 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
   CHECK(d.s.handed()[0].params.ird == 8);
   CHECK(d.s.handed()[0].since == d.now);
 
+  SECTION("the QP that took it, as the provider reports it, names it in handed()") {
+    CHECK_FALSE(d.s.handed()[0].attached);
+    // Another client's report, or another connection's, changes nothing.
+    d.s.on_attached(kClient + 1, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0"});
+    d.s.on_attached(kClient, proto::Attached{kLocal, v4("192.0.2.3", 1), 0x11, "uiwarp0"});
+    CHECK_FALSE(d.s.handed()[0].attached);
+    d.s.on_attached(kClient, proto::Attached{kPeer, kLocal, 0x11, "uiwarp0"});
+    CHECK(d.s.handed()[0].attached);
+    CHECK(d.s.handed()[0].qp_num == 0x11);
+    CHECK(d.s.handed()[0].device == "uiwarp0");
+    // Its end keeps what was known of it.
+    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed"}, 0, "p", d.now);
+    REQUIRE(d.s.closed().size() == 1);
+    CHECK(d.s.closed()[0].conn.device == "uiwarp0");
+  }
+
   SECTION("its end, as the provider reports it, leaves handed() for closed(), with why") {
     // The passive side's id names the addresses as the request did: either order matches.
     const auto later = d.now + std::chrono::seconds(3);

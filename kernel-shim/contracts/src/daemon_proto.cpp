@@ -180,6 +180,9 @@ template <class Io> void fields(Io& io, IbConnect& m) {
 template <class Io> void fields(Io& io, Closed& m) {
   io(m.local), io(m.peer), io(m.qp_num), io(m.reason);
 }
+template <class Io> void fields(Io& io, Attached& m) {
+  io(m.local), io(m.peer), io(m.qp_num), io(m.device);
+}
 
 // The variant alternative with wire type `t` (index + 1), default-constructed.
 template <std::size_t I = 0> std::optional<Message> make(std::uint16_t t) {

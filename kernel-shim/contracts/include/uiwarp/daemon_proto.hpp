@@ -25,6 +25,8 @@
 //              peer_qpn, ird, ord, timeout_ms,
 //              initiator} (+ socket: initiator)
 //   Unlisten {id}  also ends an IbConnect that is still waiting
+//   Attached {local, peer, qp_num, device}      (no reply: the QP that took a handed-over
+//                                                connection, for `uiwarp conn show`)
 //   Closed   {local, peer, qp_num, reason}      (no reply: a handed-over connection ended, and
 //                                                why, for `uiwarp conn show --closed`)
 // (pd: private data; policy: MPA policy overrides of the device and UIWARP_MPA_POLICY,
@@ -50,7 +52,7 @@
 namespace uiwarp::proto {
 
 // Raised whenever a message changes shape; both ends must agree exactly.
-inline constexpr std::uint32_t kVersion = 6;
+inline constexpr std::uint32_t kVersion = 7;
 inline constexpr std::size_t kMaxPacket = 4096;
 
 using Bytes = std::vector<std::uint8_t>;
@@ -152,15 +154,22 @@ struct IbConnect {
   bool initiator = false;       // ib::role(): this side opens the connection
 };
 
+struct Attached {
+  sockaddr_storage local{}, peer{}; // the connection's addresses, as the socket has them
+  std::uint32_t qp_num = 0;
+  std::string device; // the uiwarp device of the local address ("" if none is known)
+};
+
 struct Closed {
   sockaddr_storage local{}, peer{}; // the connection's addresses, as handed over
   std::uint32_t qp_num = 0;
   std::string reason; // the provider's: the Terminate sent or received, or the local cause
 };
 
-using Message = std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect,
-                             ConnectReply, ConnRequest, Accept, AcceptReply, Reject, Resolve,
-                             ResolveReply, Status, StatusLine, StatusEnd, IbConnect, Closed>;
+using Message =
+    std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect, ConnectReply,
+                 ConnRequest, Accept, AcceptReply, Reject, Resolve, ResolveReply, Status,
+                 StatusLine, StatusEnd, IbConnect, Closed, Attached>;
 
 // A message as it travels: the socket beside it, if any, is owned by the receiver (-1: none).
 struct Packet {
