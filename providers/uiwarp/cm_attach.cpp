@@ -93,7 +93,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->pending_recv.pop_front();
   }
   qp->fd = fd;
-  qp->recv_wait_ns = recv_wait_ms(p) * 1'000'000;
+  qp->drv.set_recv_wait(recv_wait_ms(p) * 1'000'000);
   qp->note_endpoints();
   if (int err = ctx->progress->add(qp)) {
     qp->engine.reset();
@@ -116,7 +116,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
       qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
     }
   }
-  qp->drive(Driver::Post); // the RTR, if P2P (RFC 6581 §9.2), and those Sends
+  qp->drive(Driver::Post, mono_ns()); // the RTR, if P2P (RFC 6581 §9.2), and those Sends
   return 0;
 }
 
@@ -127,7 +127,7 @@ int disconnect(std::uint32_t qp_num) noexcept {
   std::lock_guard lock(qp->mu);
   if (!qp->engine) return ENOTCONN;
   qp->engine->close();
-  qp->drive(Driver::Post);
+  qp->drive(Driver::Post, mono_ns());
   return 0;
 }
 

@@ -10,13 +10,14 @@
 // whose polls keep coming back empty in a tight loop is parked: the progress thread stops watching
 // its socket, so the two do not wake and contend for every message. It is unparked as soon as a
 // poll hands out a completion (the program may now do something else, such as spin on memory an
-// RDMA Write fills), by a timer when the polls stop (kIdleNs), when one of its CQs is armed for an
-// event, or at once when its socket reports an error.
+// RDMA Write fills), by a timer when the polls stop (drive.hpp's kIdleNs), when one of its CQs is
+// armed for an event, or at once when its socket reports an error.
 //
 // A QP is reached through the pointer epoll hands back, with a reference held while epoll
 // or the timer list has it; references are dropped between batches of events, never while
 // a batch might still name the QP.
 #include "provider.hpp"
+#include "uiwarp/log.hpp"
 #include "uiwarp/thread.hpp"
 
 #include <algorithm>
@@ -31,15 +32,6 @@
 namespace uiwarp {
 
 namespace {
-
-// Empty polls closer together than this form a streak; a streak this long parks the QP.
-constexpr std::int64_t kPollGapNs = 10'000;
-constexpr std::uint32_t kParkStreak = 16;
-// A parked QP that nobody polled for this long is taken back; the timer ticks as often.
-constexpr std::int64_t kIdleNs = 2'000'000;
-constexpr int kTickMs = 2;
-// A held-back post whose QP was locked at its deadline is looked at again this much later.
-constexpr std::int64_t kFlushRetryNs = 10'000;
 
 bool cq_armed(Qp* qp) {
   return qp->send_cq()->armed.load(std::memory_order_relaxed) ||
@@ -71,8 +63,6 @@ Progress::~Progress() {
     qp->unref();
   for (Qp* qp : released_)
     qp->unref();
-  for (auto& f : flushes_)
-    f.first->unref();
   if (epfd_ >= 0) ::close(epfd_);
   if (wakefd_ >= 0) ::close(wakefd_);
 }
@@ -108,18 +98,19 @@ void Progress::release(Qp* qp) {
   kick();
 }
 
-void Progress::sync(Qp* qp) {
+void Progress::sync(Qp* qp, drive::Ns now) {
   if (!qp->in_epoll) return;
   if (qp->peer_closed || !qp->connected()) {
     remove(qp); // nothing more will come; a closed socket would report EPOLLRDHUP forever
     return;
   }
   const bool held = qp->engine->rx_held();
+  const bool parked = qp->drv.parked();
   std::uint32_t want = 0;
-  if (!qp->parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
+  if (!parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
   // Room in a full socket is this thread's to use, unless the QP is parked: its pollers
-  // retry it then (Qp::drive), and the timer takes the QP back when they stop.
-  if (qp->want_write && !qp->parked) want |= EPOLLOUT;
+  // retry it then (QpDrive::retry_full), and the timer takes the QP back when they stop.
+  if (qp->want_write && !parked) want |= EPOLLOUT;
   if (want != qp->watched) {
     epoll_event ev{};
     ev.events = want;
@@ -127,53 +118,56 @@ void Progress::sync(Qp* qp) {
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->fd, &ev);
     qp->watched = want;
   }
-  if ((qp->parked || held) && !qp->timed) add_timer(qp);
+  if (parked || held) schedule(qp, now);
 }
 
-void Progress::set_parked(Qp* qp, bool parked) {
-  if (qp->parked.load(std::memory_order_relaxed) == parked) return;
-  qp->parked = parked;
+void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {
+  if (qp->drv.parked() == parked) return;
+  qp->drv.set_parked(parked);
   for (Cq* cq : {qp->send_cq(), qp->recv_cq()})
     cq->parked.fetch_add(parked ? 1 : -1, std::memory_order_relaxed);
-  sync(qp);
+  sync(qp, now);
 }
 
-void Progress::polled(Qp* qp, std::int64_t now, bool empty) {
-  if (!empty) {
-    qp->poll_streak = 0;
-    set_parked(qp, false);
-  } else {
-    qp->poll_streak =
-        now - qp->polled_ns.load(std::memory_order_relaxed) < kPollGapNs ? qp->poll_streak + 1 : 0;
-    if (qp->poll_streak >= kParkStreak && !cq_armed(qp)) set_parked(qp, true);
+void Progress::polled(Qp* qp, drive::Ns now, bool empty) {
+  switch (qp->drv.on_poll(now, empty, cq_armed(qp))) {
+  case drive::QpDrive::Park::Park: set_parked(qp, true, now); break;
+  case drive::QpDrive::Park::Unpark: set_parked(qp, false, now); break;
+  case drive::QpDrive::Park::Keep: break;
   }
-  qp->polled_ns.store(now, std::memory_order_relaxed);
 }
 
-void Progress::add_timer(Qp* qp) {
-  qp->timed = true;
-  qp->ref();
-  bool first;
+void Progress::schedule(Qp* qp, drive::Ns now) {
+  const drive::QpDrive::Wake w = qp->drv.poll_at(now);
+  if (w.at == drive::kNever) return;
+  bool wake;
   {
     std::lock_guard lock(timers_mu_);
-    first = timers_.empty();
-    timers_.push_back(qp);
+    if (!qp->timed) {
+      qp->timed = true;
+      qp->ref(); // the list's, dropped once the thread has no more reason to look
+      qp->timer_at = w;
+      timers_.push_back(qp);
+    } else if (w.at < qp->timer_at.at) {
+      qp->timer_at = w;
+    }
+    // Asleep past the new time (an awake thread computes its sleep again). The thread may be
+    // in an epoll_wait without a timeout, chosen while the list was empty: a QP parked by a
+    // poller then had no event (its socket unwatched) and nothing to take it back.
+    wake = w.at < wake_at_;
   }
-  // The thread may be in an epoll_wait without a timeout, chosen while the list was empty: a
-  // QP parked by a poller then had no event (its socket unwatched) and no tick to take it
-  // back, and its peer's Reads went unanswered once the polls stopped.
-  if (first) kick();
+  if (wake) kick();
 }
 
 void Progress::run() {
   epoll_event evs[64];
   while (!stop_) {
-    const std::int64_t wait = sleep_ns(mono_ns());
+    const drive::Ns wait = sleep_ns(mono_ns());
     int n;
     if (wait < 0) {
       n = ::epoll_wait(epfd_, evs, 64, -1);
     } else {
-      // Flush deadlines are tens of microseconds away: epoll_wait counts milliseconds.
+      // Deadlines of held posts are tens of microseconds away: epoll_wait counts milliseconds.
       const timespec ts{static_cast<time_t>(wait / 1'000'000'000), wait % 1'000'000'000};
       n = ::epoll_pwait2(epfd_, evs, 64, &ts, nullptr);
       if (n < 0 && errno == ENOSYS) // before Linux 5.11, or a seccomp profile without it
@@ -183,7 +177,6 @@ void Progress::run() {
     const std::int64_t now = mono_ns();
     if (n > 0) take_events(n, evs, now);
     check_timers(now);
-    check_flushes(now);
     // Only now, with no event of this batch left to look at, may references go.
     std::vector<Qp*> drop;
     {
@@ -195,7 +188,7 @@ void Progress::run() {
   }
 }
 
-void Progress::take_events(int n, const epoll_event* evs, std::int64_t now) {
+void Progress::take_events(int n, const epoll_event* evs, drive::Ns now) {
   for (int i = 0; i < n; ++i) {
     auto* qp = static_cast<Qp*>(evs[i].data.ptr);
     if (!qp) {
@@ -205,76 +198,37 @@ void Progress::take_events(int n, const epoll_event* evs, std::int64_t now) {
     }
     std::lock_guard lock(qp->mu);
     if (!qp->connected()) continue;
-    if (qp->parked) {
+    if (qp->drv.parked()) {
       // Room in its socket, an error or a hang-up reach a parked QP: send what waits for
-      // the room; take the QP back on an error or hang-up.
-      if (now - qp->polled_ns.load(std::memory_order_relaxed) < kIdleNs &&
-          !(evs[i].events & (EPOLLERR | EPOLLHUP))) {
-        if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable);
+      // the room; take the QP back on an error or hang-up, or once its pollers stopped.
+      if (qp->drv.keeps_parked(now, evs[i].events & (EPOLLERR | EPOLLHUP))) {
+        if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable, now);
         continue;
       }
-      set_parked(qp, false);
+      set_parked(qp, false, now);
     }
-    qp->drive(Driver::Progress);
+    qp->drive(Driver::Progress, now);
   }
 }
 
-std::int64_t Progress::sleep_ns(std::int64_t now) {
+drive::Ns Progress::sleep_ns(drive::Ns now) {
   std::lock_guard lock(timers_mu_);
-  std::int64_t wait = timers_.empty() && released_.empty() ? -1 : kTickMs * 1'000'000LL;
-  for (const auto& f : flushes_) {
-    const std::int64_t d = std::max<std::int64_t>(f.second - now, 0);
+  drive::Ns wait = released_.empty() ? -1 : 0;
+  for (Qp* qp : timers_) {
+    const drive::Ns d = std::max<drive::Ns>(qp->timer_at.at - now, 0);
     wait = wait < 0 ? d : std::min(wait, d);
   }
-  // Under the lock with flushes_: flush_by either sees this or its entry is counted above.
-  wake_at_ = wait < 0 ? std::numeric_limits<std::int64_t>::max() : now + wait;
+  // Under the lock with timers_: schedule() either sees this or its time is counted above.
+  wake_at_ = wait < 0 ? drive::kNever : now + wait;
   return wait;
 }
 
-void Progress::flush_by(Qp* qp, std::int64_t deadline) {
-  bool wake;
-  {
-    std::lock_guard lock(timers_mu_);
-    flushes_.emplace_back(qp, deadline);
-    wake = deadline < wake_at_; // asleep past the deadline (an awake thread looks again)
-  }
-  if (wake) kick();
-}
-
-// Posts held back for a poll that did not come (Qp::drive_posted): sent now.
-void Progress::check_flushes(std::int64_t now) {
-  std::vector<std::pair<Qp*, std::int64_t>> list, keep;
-  {
-    std::lock_guard lock(timers_mu_);
-    if (flushes_.empty()) return;
-    list.swap(flushes_);
-  }
-  std::vector<Qp*> done;
-  for (const auto& f : list) {
-    Qp* qp = f.first;
-    if (f.second > now) {
-      keep.push_back(f);
-      continue;
-    }
-    // A taken lock is a thread posting to the QP or driving it: look again shortly.
-    std::unique_lock lock(qp->mu, std::try_to_lock);
-    if (!lock) {
-      keep.emplace_back(qp, now + kFlushRetryNs);
-      continue;
-    }
-    qp->flush_queued = false;
-    if (qp->tx_deferred.load(std::memory_order_relaxed)) qp->drive(Driver::Writable);
-    done.push_back(qp);
-  }
-  {
-    std::lock_guard lock(timers_mu_);
-    flushes_.insert(flushes_.end(), keep.begin(), keep.end());
-  }
-  for (Qp* qp : done)
-    qp->unref();
-}
-
-void Progress::check_timers(std::int64_t now) {
+// Every timed QP is looked at on each wake-up (a kick may mean a CQ was armed), and asked what
+// is due: a parked QP whose pollers stopped, a held Send that waited long enough, held posts
+// at their deadline. A QP whose lock is taken is being driven right now (a poller spinning on
+// its CQ holds it most of the time): it is looked at again a little later rather than waited
+// for, which would hold up every other QP's events behind that poller.
+void Progress::check_timers(drive::Ns now) {
   std::vector<Qp*> list;
   {
     std::lock_guard lock(timers_mu_);
@@ -283,29 +237,35 @@ void Progress::check_timers(std::int64_t now) {
   }
   std::vector<Qp*> keep, done;
   for (Qp* qp : list) {
-    {
-      // A QP whose lock is taken is being driven right now (a poller spinning on its CQ
-      // holds it most of the time): look again at the next tick rather than wait here,
-      // which would hold up every other QP's events behind that poller.
-      std::unique_lock lock(qp->mu, std::try_to_lock);
-      if (!lock) {
-        keep.push_back(qp);
-        continue;
-      }
-      if (qp->connected()) {
-        if (qp->parked &&
-            (now - qp->polled_ns.load(std::memory_order_relaxed) >= kIdleNs || cq_armed(qp))) {
-          set_parked(qp, false); // level-triggered epoll reports what is already waiting
-          qp->drive(Driver::Progress);
-        }
-        if (qp->held_since_ns && now - qp->held_since_ns >= qp->recv_wait_ns) {
-          qp->engine->rx_hold_expired(); // HX-059: the Terminate after all
-          qp->drive(Driver::Progress);
-        }
-      }
-      qp->timed = qp->connected() && (qp->parked || qp->held_since_ns);
-      (qp->timed ? keep : done).push_back(qp);
+    std::unique_lock lock(qp->mu, std::try_to_lock);
+    if (!lock) {
+      std::lock_guard tl(timers_mu_);
+      if (qp->timer_at.at <= now)
+        qp->timer_at.at =
+            now + (qp->timer_at.urgent ? drive::tuning::kLockedRetryNs : drive::tuning::kTickNs);
+      keep.push_back(qp);
+      continue;
     }
+    drive::QpDrive::Wake next;
+    if (qp->connected()) {
+      const drive::QpDrive::Timer t = qp->drv.on_timer(now, cq_armed(qp));
+      if (t.unpark) {
+        set_parked(qp, false, now); // level-triggered epoll reports what is already waiting
+        qp->drive(Driver::Progress, now);
+      }
+      if (t.hold_expired) {
+        qp->engine->rx_hold_expired(); // HX-059: the Terminate after all
+        qp->drive(Driver::Progress, now);
+      }
+      if (t.send_held) qp->drive(Driver::Writable, now);
+      if (qp->connected()) next = qp->drv.poll_at(now);
+    }
+    qp->timed = next.at != drive::kNever;
+    {
+      std::lock_guard tl(timers_mu_);
+      qp->timer_at = next;
+    }
+    (qp->timed ? keep : done).push_back(qp);
   }
   {
     std::lock_guard lock(timers_mu_);
@@ -339,9 +299,17 @@ int Context::start_progress() {
   return 0;
 }
 
+void Context::add_drive_counters(const drive::Counters& c) {
+  std::lock_guard lock(mu);
+  drive_totals += c;
+}
+
 Context::~Context() {
   drop_inherited_progress();
-  progress.reset();
+  progress.reset(); // drops the thread's last references: those QPs count too
+  if (log::enabled(log::Level::Info) && (drive_totals.posts_sent || drive_totals.posts_held))
+    log::info("drive", std::string(dev ? dev->ibdev : "a device") +
+                           " context closed: " + drive_totals.describe());
 }
 
 } // namespace uiwarp

@@ -4,6 +4,7 @@
 // downcast is a cast) and the libiwarp state behind it.
 #pragma once
 
+#include "drive.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/qp.hpp"
 #include "qp_lock.hpp"
@@ -86,6 +87,10 @@ struct Context {
   // The latest Qp::reads_ns of any of them: without a recent Read responder a poll has nothing
   // to adopt and does not take qps_mu.
   std::atomic<std::int64_t> reads_ns{0};
+  // What the drive policy decided for the QPs and CQs destroyed so far (under mu): one line
+  // at close with VERBS_LOG_LEVEL=3 (info).
+  drive::Counters drive_totals;
+  void add_drive_counters(const drive::Counters& c);
   ~Context();
 
   static Context* of(ibv_context* c) {
@@ -136,10 +141,7 @@ struct Cq {
   std::shared_mutex qps_mu;
   std::vector<Qp*> qps;
   std::atomic<int> parked{0};
-  std::atomic<std::int64_t> polled_ns{0}; // the last poll that found the ring empty
-  // Polls that found nothing since this time (0: the last one returned completions), and the
-  // last time a poller gave way for it (Cq::idle_poll, verbs_cq.cpp).
-  std::atomic<std::int64_t> empty_since_ns{0}, yielded_ns{0};
+  drive::CqDrive drv; // when it was polled, and whether an idle poller gives way (drive.hpp)
 
   static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
   static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
@@ -147,15 +149,14 @@ struct Cq {
   // Adds completions; signals the channel if armed (and solicited, when asked).
   void push(const ibv_wc& wc, bool solicited);
   // A poll's first step: true if the ring holds completions, driving this CQ's QPs when it is
-  // empty (drive), and counting a poll that still finds nothing as idle (idle_poll).
+  // empty (drive), and giving the CPU away when it stays idle (CqDrive::on_idle_poll).
   bool ready();
   // Progress in the caller's thread: moves the bytes of this CQ's QPs that no other thread
   // is driving right now, and so their completions into the ring; then answers the Read
   // Requests of the context's QPs whose own CQs nobody polls (adopt).
-  std::int64_t drive();             // returns the time it read
-  void idle_poll(std::int64_t now); // a poll found nothing at `now`: after long, give way
-  void drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty);
-  void adopt(std::int64_t now, Progress* p, std::size_t mine);
+  drive::Ns drive(); // returns the time it read
+  void drive_one(Qp* qp, drive::Ns now, Progress* p, bool empty, bool adopted);
+  void adopt(drive::Ns now, Progress* p, std::size_t mine);
   // A poll hands out completions: parked QPs go back to the progress thread.
   void unpark();
 };
@@ -171,17 +172,7 @@ struct Srq {
   std::vector<Qp*> qps;
 };
 
-// Who drives a QP's socket (Qp::drive), which decides how much it does:
-//   Post      a post: transmits what the socket takes now; reads nothing.
-//   Poll      an application thread polling a CQ (Cq::drive, which leaves a socket that has
-//             been quiet and was tried a moment ago alone: rx_quiet_until): reads; retries
-//             a full socket only if the QP is parked, at most every few microseconds (else
-//             the progress thread waits for EPOLLOUT: not a failing sendmsg per poll).
-//   Release   a post of a receive buffer a held Send waits for: reads what followed it.
-//   Writable  the progress thread, told of room in a full socket, or at the
-//             deadline of posts held back for a poll (Qp::drive_posted): transmits.
-//   Progress  the progress thread: reads up to its budget, retries a full socket.
-enum class Driver : std::uint8_t { Post, Poll, Release, Writable, Progress };
+using drive::Driver;
 
 struct Qp {
   verbs_qp vqp;
@@ -206,8 +197,7 @@ struct Qp {
 
   // The connection (after the CM attached it; see qp_io.cpp).
   int fd = -1;
-  bool want_write = false;        // the socket was full
-  std::int64_t full_retry_ns = 0; // when the pollers of a parked QP try it again
+  bool want_write = false; // the socket was full
   bool fin_sent = false;
   bool peer_closed = false;
   bool event_reported = false;
@@ -229,40 +219,15 @@ struct Qp {
   // time and octets of its pushes in this one.
   int tx_pipe[2] = {-1, -1};
   std::size_t tx_piped = 0;
-  bool splice_failed = false;
-  bool prefer_splice = false;
-  std::uint32_t splice_epochs = 0;
-  std::int64_t path_ns[2] = {0, 0};
-  std::uint64_t path_octets[2] = {0, 0};
-  // Pollers' receive back-off (qp_io.cpp): the last read that returned bytes, and until when
-  // polls leave a quiet socket alone.
-  std::int64_t rx_data_ns = 0;
-  std::atomic<std::int64_t> rx_quiet_until{0}; // read without the lock by Cq::drive
-  // The last drive that found RDMA Read Requests to answer: a responder any poller of the
-  // context may drive (Cq::adopt).
-  std::atomic<std::int64_t> reads_ns{0};
-  // Posts left for the next drive, which sends them in one sendmsg (Qp::drive_posted): read
-  // without the lock by Cq::drive. `flush_queued`: the progress thread holds a deadline for
-  // them; `post_start_ns`/`post_end_ns`: when the last post began and returned; `in_burst`:
-  // it was held back as part of a burst; `tx_cost_ns`: how long a post that transmits takes,
-  // averaged.
-  std::atomic<bool> tx_deferred{false};
-  bool flush_queued = false;
-  bool in_burst = false;
-  std::int64_t post_start_ns = 0, post_end_ns = 0;
-  std::int64_t tx_cost_ns = 0;
+  bool splice_failed = false; // vmsplice was refused here: the QP copies from then on
 
-  // Who moves the bytes (progress.cpp): a thread that polls one of the QP's CQs in a loop
-  // parks the QP (the progress thread stops watching its socket); the progress thread
-  // takes it back once the polling stops, a CQ is armed, or the socket reports an error.
-  std::atomic<std::int64_t> polled_ns{0}; // the last poll that drove (or skipped) the QP
-  std::uint32_t poll_streak = 0;          // polls in a row close together
-  std::atomic<bool> parked{false};
-  std::atomic<std::int64_t> held_since_ns{0}; // a Send has waited for a buffer since then
-  std::int64_t recv_wait_ns = 0;              // ...and may wait this long (cm_attach.cpp)
-  bool in_epoll = false;                      // the progress thread's epoll has the socket...
-  std::uint32_t watched = 0;                  // ...with these events
-  bool timed = false;                         // on the progress thread's timer list
+  // Who moves the bytes, and when (drive.hpp): held posts, the receive back-off, parking,
+  // held Sends, the Read Response path; its counters.
+  drive::QpDrive drv;
+  bool in_epoll = false;         // the progress thread's epoll has the socket...
+  std::uint32_t watched = 0;     // ...with these events
+  bool timed = false;            // on the progress thread's timer list (a reference held)...
+  drive::QpDrive::Wake timer_at; // ...due then (under Progress::timers_mu_)
 
   // ibv_wr_* (extended send API): the batch being built, sized for the send queue.
   iwarp::Ring<iwarp::SendWr> wr_batch;
@@ -280,8 +245,8 @@ struct Qp {
 
   // With `mu` held (qp_io.cpp):
   // Moves bytes both ways (as much as `who` does, see Driver) and completions to the CQs,
-  // then tells the progress thread what to watch.
-  void drive(Driver who);
+  // then tells the progress thread what to watch; `now` is the caller's mono_ns().
+  void drive(Driver who, drive::Ns now);
   // Moves the engine's completions to the CQs; `until_flushed`: only those before the first
   // flushed one.
   void reap(bool until_flushed = false);
@@ -305,7 +270,7 @@ struct Qp {
   struct PushClock { // a push_tx that sends large Read Responses, timed for want_splice
     Qp* qp;
     std::int64_t t0 = 0;
-    bool spliced = false;
+    drive::QpDrive::Path path = drive::QpDrive::Path::Copy;
     std::size_t octets = 0;
     ~PushClock();
   };
@@ -318,7 +283,7 @@ struct Qp {
   void close_pipe();
   // Reads and processes what the socket has, up to `budget` octets; false if the socket
   // had nothing.
-  bool pull_rx(std::size_t budget);
+  bool pull_rx(std::size_t budget, drive::Ns now);
   // After I/O: completions, close handling, events to the CM.
   void after_io();
   // Drops the connection and the engine (QP to RESET, destroy).
@@ -347,33 +312,31 @@ public:
   void abandon();
   int add(Qp* qp);     // qp->mu held; takes a reference
   void remove(Qp* qp); // qp->mu held; the reference goes once the thread is done with it
-  void sync(Qp* qp);   // qp->mu held: watch what the QP's state asks for
-  // qp->mu held: a poll drove the QP at `now` and its CQ was `empty` after it. Empty polls
-  // in a tight loop park the QP (a poller drives it for now); a fruitful one unparks it.
-  void polled(Qp* qp, std::int64_t now, bool empty);
-  void set_parked(Qp* qp, bool parked); // qp->mu held
-  void kick();                          // look at the parked and waiting QPs now
-  // qp->mu held, and a reference taken for the thread: drive the QP at `deadline` unless a
-  // poll has sent what it holds back (Qp::drive_posted) by then.
-  void flush_by(Qp* qp, std::int64_t deadline);
+  // qp->mu held: watch what the QP's state asks for, and look at it when its drive says.
+  void sync(Qp* qp, drive::Ns now);
+  // qp->mu held: a poll drove the QP at `now` and its CQ was `empty` after it (QpDrive::on_poll
+  // parks or unparks it).
+  void polled(Qp* qp, drive::Ns now, bool empty);
+  void set_parked(Qp* qp, bool parked, drive::Ns now); // qp->mu held
+  void kick();                                         // look at every timed QP now
+  // qp->mu held: the QP's drive has a new poll_at() (held posts, parking, a held Send); the
+  // thread looks at the QP by then (the list holds a reference while it has the QP).
+  void schedule(Qp* qp, drive::Ns now);
 
 private:
   void run();
-  void take_events(int n, const epoll_event* evs, std::int64_t now);
-  void check_timers(std::int64_t now);
-  void check_flushes(std::int64_t now);
-  std::int64_t sleep_ns(std::int64_t now); // -1: until an event; sets wake_at_
-  void add_timer(Qp* qp);                  // qp->mu held
-  void release(Qp* qp);                    // drops a reference after the current batch of events
+  void take_events(int n, const epoll_event* evs, drive::Ns now);
+  void check_timers(drive::Ns now);
+  drive::Ns sleep_ns(drive::Ns now); // -1: until an event; sets wake_at_
+  void release(Qp* qp);              // drops a reference after the current batch of events
   int epfd_ = -1;
   int wakefd_ = -1;
   pid_t owner_ = ::getpid();
   std::atomic<bool> stop_{false};
-  std::mutex timers_mu_; // timers_, released_, flushes_ and wake_at_
+  std::mutex timers_mu_; // timers_, released_, wake_at_ and each listed Qp's timer_at
   std::vector<Qp*> timers_;
   std::vector<Qp*> released_;
-  std::vector<std::pair<Qp*, std::int64_t>> flushes_; // QP, deadline
-  std::int64_t wake_at_ = 0; // the thread's next wake-up at the latest (when it sleeps)
+  drive::Ns wake_at_ = 0; // the thread's next wake-up at the latest (when it sleeps)
   std::thread thread_;
 };
 

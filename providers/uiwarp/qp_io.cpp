@@ -34,27 +34,6 @@ namespace {
 // full (the stream has small frames again, which a full kStaging read batches).
 constexpr std::size_t kDirectRead = 16 << 10;
 constexpr std::size_t kDirectTail = 1024;
-// How much one drive reads, per driver (Driver in provider.hpp).
-constexpr std::size_t kPollBudget = 256 << 10;    // then the poll returns what completed
-constexpr std::size_t kReleaseBudget = 256 << 10; // what follows a Send that waited
-constexpr std::size_t kProgressBudget = 4 << 20;  // so one connection does not starve others
-// Pollers' receive back-off. A poll that finds the socket empty costs a system call (about
-// a microsecond here), and a busy poller polls millions of times a second: an RDMA Write
-// sender, whose socket never has anything to read, spent most of its time in recvmsg
-// saying EAGAIN. A socket that returned data within kEagerNs is read on every poll (a
-// ping-pong's answer comes within a round trip); one quiet for longer is tried again after
-// a quarter of its quiet time, at most kMaxQuietNs later (the latency added to the first
-// message after a pause).
-constexpr std::int64_t kEagerNs = 50'000;
-constexpr std::int64_t kMaxQuietNs = 20'000;
-// The pollers of a parked QP send what waits for room in its full socket, tried again this
-// often; the progress thread leaves EPOLLOUT unwatched while they do (Progress::sync), and
-// takes it back when the polls stop. A program that streams large Writes and spins on its
-// CQ kept the sender's progress thread waking for every EPOLLOUT next to the spinning
-// poller and the receiver: three busy threads on two CPUs (64 KiB ib_write_bw went from
-// 1206-1530 to 1559-1755 MB/s, 4 KiB from 604-719 to 844-903).
-constexpr std::int64_t kFullRetryNs = 5'000;
-
 } // namespace
 
 std::int64_t mono_ns() {
@@ -63,122 +42,59 @@ std::int64_t mono_ns() {
   return static_cast<std::int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
-void Qp::drive(Driver who) {
+void Qp::drive(Driver who, drive::Ns now) {
   if (!connected()) return;
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
-  bool retry_full = who == Driver::Progress || who == Driver::Writable ||
-                    (who == Driver::Poll && !ctx()->progress);
+  const bool has_progress = ctx()->progress != nullptr;
+  bool retry_full = drv.retry_full(who, want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
   // at once, it would have gone before a close that this read may find, and a close found
   // first flushes it. ibv_srq_pingpong's last Send was flushed so, 2 runs in 100 on a busy
   // machine: the peer, done, had closed while the Send waited for the poll.
-  if (tx_deferred.load(std::memory_order_relaxed)) push_tx(retry_full);
-  std::int64_t now = 0;
+  drv.on_drive(who);
+  if (drv.deferred()) push_tx(retry_full);
   switch (who) {
-  case Driver::Post: break;
-  case Driver::Poll: {
-    now = mono_ns();
-    if (want_write && parked.load(std::memory_order_relaxed) && now >= full_retry_ns)
-      retry_full = true;
-    if (pull_rx(kPollBudget)) {
-      rx_data_ns = now;
-    } else if (const std::int64_t quiet = now - rx_data_ns; quiet > kEagerNs) {
-      rx_quiet_until.store(now + std::min(quiet / 4, kMaxQuietNs), std::memory_order_relaxed);
-    }
-    break;
-  }
-  case Driver::Release: pull_rx(kReleaseBudget); break;
-  case Driver::Writable: break;
-  case Driver::Progress:
-    if (pull_rx(kProgressBudget)) rx_data_ns = mono_ns();
-    // Bytes came (or the socket closed): pollers look at once.
-    rx_quiet_until.store(0, std::memory_order_relaxed);
-    break;
+  case Driver::Poll: drv.on_read(who, pull_rx(drive::tuning::kPollBudget, now), now); break;
+  case Driver::Release: pull_rx(drive::tuning::kReleaseBudget, now); break;
+  case Driver::Progress: drv.on_read(who, pull_rx(drive::tuning::kProgressBudget, now), now); break;
+  case Driver::Post:
+  case Driver::Writable:
+  case Driver::Arm: break;
   }
   if (engine->inbound_reads_queued()) {
-    const std::int64_t t = mono_ns();
-    reads_ns.store(t, std::memory_order_relaxed);
-    ctx()->reads_ns.store(t, std::memory_order_relaxed);
+    drv.on_reads_queued(now);
+    ctx()->reads_ns.store(now, std::memory_order_relaxed);
   }
-  // A full socket is tried again by the progress thread on EPOLLOUT, or by the pollers of a
-  // parked QP every kFullRetryNs (not a failing system call per poll).
   push_tx(retry_full);
-  if (who == Driver::Poll && want_write) full_retry_ns = now + kFullRetryNs;
+  if (want_write) drv.on_full(who, now);
   after_io();
-  if (Progress* p = ctx()->progress.get()) p->sync(this);
+  if (Progress* p = ctx()->progress.get()) p->sync(this, now);
 }
-
-// Posting in a burst. Over TCP with TCP_NODELAY (which every iWARP stack sets: a Read
-// Request or a last small message must not wait for an ACK) each sendmsg is a segment of its
-// own through the whole TCP receive path: one per 4 KiB message capped a stream at about a
-// third of what the same messages reach in 64 KiB segments (tests/bench/tcp_stream.cpp), and
-// a 44-octet Read Request cost the responder a recvmsg each. So what a post adds is left for
-// the next drive, which sends it with everything else ready in one sendmsg, when that drive
-// is sure to come soon:
-//  - RDMA Reads while earlier Reads are unanswered: the response that must come is read by
-//    someone (a poll, or the progress thread), and each drive ends in push_tx;
-//  - any post that follows the previous post of the QP back to back with no poll of the send
-//    CQ in between, in a burst that began at most kPollSoonNs after one (the program polls
-//    between bursts): its next poll that finds the CQ empty sends the burst (Cq::drive takes
-//    such a QP even when its socket is quiet), and the progress thread sends it after
-//    kFlushNs (or two posts' transmit time, if longer) if no poll comes (a program that
-//    posts two Writes and then spins on memory). A ping-pong polls for each completion
-//    between its posts, so its posts always go at once.
-// Back to back means sooner than a post that transmits takes (tx_cost_ns, at least
-// kBackToBackNs): a program that posts faster than sendmsg returns is held up by the system
-// calls, and one that posts slower loses nothing by each post going at once. So the rule
-// follows the machine: in the siw guest (TCG emulation) a sendmsg takes 60-200 us and
-// perftest posts 2-5 us apart, which a fixed window of 2 us never saw.
-// A post with none of these, and any post while the send CQ is armed for an event (the
-// program is about to sleep), goes at once: a lone post's latency is unchanged.
-namespace {
-constexpr std::int64_t kBackToBackNs = 2'000;
-constexpr std::int64_t kPollSoonNs = 50'000;
-constexpr std::int64_t kFlushNs = 50'000;
-// A post's cost counts up to this much (one preempted sendmsg must not widen the window for
-// long), averaged over the last eight or so.
-constexpr std::int64_t kMaxTxCostNs = 200'000;
-} // namespace
 
 void Qp::drive_posted(bool reads_only) {
   Progress* p = ctx()->progress.get();
-  const std::int64_t now = mono_ns();
-  const bool back_to_back = now - post_end_ns < std::max(kBackToBackNs, tx_cost_ns);
-  // No poll of the send CQ since the previous post began (a ping-pong polls for each
-  // completion between its posts), and the burst began soon after one (this post may be its
-  // second).
-  const std::int64_t polled = send_cq()->polled_ns.load(std::memory_order_relaxed);
-  const bool in_loop =
-      polled <= post_start_ns && (in_burst || polled > post_start_ns - kPollSoonNs);
-  bool defer = false, burst = false;
-  if (connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
-      !send_cq()->armed.load(std::memory_order_relaxed)) {
-    if (reads_only && engine->reads_outstanding() > 0) {
-      defer = true;
-    } else if (p && back_to_back && in_loop) {
-      defer = burst = true;
-      if (!flush_queued) {
-        flush_queued = true;
-        ref(); // the progress thread's, dropped once it has looked
-        p->flush_by(this, now + std::max(kFlushNs, 2 * tx_cost_ns));
-      }
-    }
-  }
-  in_burst = burst;
-  post_start_ns = now;
-  if (defer) {
-    tx_deferred.store(true, std::memory_order_relaxed);
-    post_end_ns = now; // nothing was sent: the post ends where it began
-  } else {
-    drive(Driver::Post);
-    post_end_ns = mono_ns();
-    tx_cost_ns += (std::min(post_end_ns - now, kMaxTxCostNs) - tx_cost_ns) / 8;
+  const drive::Ns now = mono_ns();
+  Cq* scq = send_cq();
+  drive::QpDrive::Post post;
+  post.reads_only = reads_only;
+  post.reads_outstanding = connected() && engine->reads_outstanding() > 0;
+  post.can_hold = connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
+                  !scq->armed.load(std::memory_order_relaxed);
+  post.has_progress = p != nullptr;
+  post.send_cq_polled = scq->drv.polled_at();
+  switch (drv.on_post(post, now)) {
+  case drive::QpDrive::PostAction::HoldAndSchedule: p->schedule(this, now); break;
+  case drive::QpDrive::PostAction::Hold: break;
+  case drive::QpDrive::PostAction::Send:
+    drive(Driver::Post, now);
+    drv.on_post_sent(now, mono_ns());
+    break;
   }
 }
 
 void Qp::push_tx(bool retry_full) {
-  tx_deferred.store(false, std::memory_order_relaxed);
+  drv.on_transmit();
   if (!connected() || peer_closed) return;
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
   // now and then (Qp::drive), not by every post or poll: that would be a failing system
@@ -226,7 +142,7 @@ void Qp::tx_error(int err) {
   }
 }
 
-bool Qp::pull_rx(std::size_t budget) {
+bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
   if (!connected() || peer_closed) return false;
   bool drained = false, got_any = false;
   for (;;) {
@@ -280,14 +196,7 @@ bool Qp::pull_rx(std::size_t budget) {
     staged_pos = 0;
     staged_end = got - placed;
   }
-  if (engine->rx_held()) {
-    if (!held_since_ns) {
-      held_since_ns = mono_ns();
-      report_recv_wait();
-    }
-  } else {
-    held_since_ns = 0;
-  }
+  if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
   return got_any;
 }
 
@@ -373,15 +282,18 @@ void Qp::detach() {
   engine.reset();
   want_write = fin_sent = peer_closed = event_reported = recv_wait_reported = false;
   staged_pos = staged_end = 0;
-  held_since_ns = 0;
-  if (parked.exchange(false))
+  drv.reset_connection();
+  if (drv.parked()) {
+    drv.set_parked(false);
     for (Cq* cq : {send_cq(), recv_cq()})
       cq->parked.fetch_sub(1, std::memory_order_relaxed);
+  }
 }
 
 void Qp::unref() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   detach();
+  ctx()->add_drive_counters(drv.counters());
   delete this;
 }
 

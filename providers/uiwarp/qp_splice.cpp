@@ -10,12 +10,10 @@
 // a copy, the octets its CRC covers); a Send's or Write's payload is always copied, since its
 // completion lets the program reuse the buffer at once.
 //
-// Which is cheaper depends on the machine, so each QP times both (want_splice). Measured with
-// 64 KiB messages over loopback TCP: in the siw guest (TCG, where a copy is dear) a test
-// program moved 205-257 MB/s with sendmsg and 431-538 with vmsplice and splice, and
-// ib_read_bw -s 65536 went from 134-141 to 310-443 MB/s; on the host, where a copy is cheap
-// next to pinning pages and three more system calls, ib_read_bw went from 5.2-5.7 down to
-// 3.5-3.6 GB/s. Only pieces of kSpliceMin octets or more ever go by reference.
+// Which is cheaper depends on the machine (a copy is dear under emulation, cheap next to
+// pinning pages and three more system calls on a real CPU), so each QP times both, and the drive
+// policy chooses (QpDrive::choose_path); docs/performance.md has the measurements. Only pieces of
+// kSpliceMin octets or more ever go by reference.
 //
 // Order: once the pipe holds octets, they are the stream's next ones; nothing is sent with
 // sendmsg until they are in the socket (push_tx drains the pipe first), and the FIN waits for
@@ -33,21 +31,13 @@ namespace uiwarp {
 
 namespace {
 
-constexpr std::size_t kSpliceMin = 16 << 10;
+using drive::tuning::kSpliceMin;
 // 64 pages: several 64 KiB responses per splice. A user's pipes beyond
 // /proc/sys/fs/pipe-user-pages-soft get one page each; that one still works, slowly.
 constexpr int kPipeSize = 256 << 10;
 
-// The path choice is made anew every kEpoch octets of large Read Responses (the first time
-// after kFirstEpoch, so that a short run gets the cheaper path soon); each epoch's first
-// kProbe octets try the path not preferred. A push (one push_tx) can carry megabytes: with
-// ORD 128, ib_read_bw's pushes carried 8 MiB each.
-constexpr std::uint64_t kFirstEpoch = 8 << 20;
-constexpr std::uint64_t kEpoch = 256 << 20;
-constexpr std::uint64_t kProbe = 4 << 20;
-
 // UIWARP_TX_SPLICE: auto (timed, the default), on (always by reference), off (always copied).
-enum class SpliceMode { Auto, On, Off };
+using SpliceMode = drive::QpDrive::SpliceMode;
 SpliceMode splice_mode() {
   static const SpliceMode m = [] {
     const char* v = std::getenv("UIWARP_TX_SPLICE");
@@ -72,14 +62,12 @@ bool Qp::want_splice(PushClock& clock) {
   for (std::size_t i = 0; i < tx_pieces.size() && !any; ++i)
     any = by_reference(tx_by_ref, tx_pieces, i);
   if (!any) return false;
-  // A push keeps the path it started with; each epoch begins with kProbe octets of the path
-  // not preferred, so a change of what is cheaper is seen within an epoch.
+  // A push keeps the path it started with.
   if (!clock.t0) {
     clock.t0 = mono_ns();
-    const std::uint64_t timed = path_octets[0] + path_octets[1];
-    clock.spliced = mode == SpliceMode::On || (prefer_splice != (timed < kProbe));
+    clock.path = drv.choose_path(mode);
   }
-  if (!clock.spliced) return false;
+  if (clock.path != drive::QpDrive::Path::Splice) return false;
   if (tx_pipe[0] >= 0) return true;
   // The socket becomes non-blocking for splice (every other call on it says MSG_DONTWAIT).
   int p[2];
@@ -95,24 +83,9 @@ bool Qp::want_splice(PushClock& clock) {
   return true;
 }
 
-// A timed push ends: its path's time and octets count; at an epoch's end the path with less
-// time per octet is preferred (the other by a tenth at least, so noise does not flip it).
+// A timed push ends: its path's time and octets count towards the next choice.
 Qp::PushClock::~PushClock() {
-  if (!t0 || !octets) return;
-  const int k = spliced ? 1 : 0;
-  qp->path_ns[k] += mono_ns() - t0;
-  qp->path_octets[k] += octets;
-  // An epoch ends once both paths were timed (a probe can be all of a long push).
-  if (qp->path_octets[0] + qp->path_octets[1] < (qp->splice_epochs ? kEpoch : kFirstEpoch) ||
-      !qp->path_octets[0] || !qp->path_octets[1])
-    return;
-  ++qp->splice_epochs;
-  const double copy = static_cast<double>(qp->path_ns[0]) / static_cast<double>(qp->path_octets[0]);
-  const double ref = static_cast<double>(qp->path_ns[1]) / static_cast<double>(qp->path_octets[1]);
-  if (qp->prefer_splice ? copy < 0.9 * ref : ref < 0.9 * copy)
-    qp->prefer_splice = !qp->prefer_splice;
-  qp->path_ns[0] = qp->path_ns[1] = 0;
-  qp->path_octets[0] = qp->path_octets[1] = 0;
+  if (t0) qp->drv.on_pushed(path, mono_ns() - t0, octets);
 }
 
 std::size_t Qp::fill_pipe() {

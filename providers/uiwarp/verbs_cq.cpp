@@ -16,15 +16,6 @@ namespace uiwarp {
 
 namespace {
 
-// Cq::adopt: a QP one of whose CQs was polled this recently is driven by that poller; one
-// that answered Read Requests this recently is a responder.
-constexpr std::int64_t kOwnPollNs = 1'000'000;
-constexpr std::int64_t kResponderNs = 10'000'000;
-// Cq::idle_poll: a CQ polled empty this long is waited on, not streamed from, and its poller
-// gives way to another runnable thread at most this often.
-constexpr std::int64_t kIdleSpinNs = 200'000;
-constexpr std::int64_t kYieldEveryNs = 200'000;
-
 constexpr std::uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
     IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
@@ -207,6 +198,9 @@ int destroy_cq(ibv_cq* ibcq) noexcept {
   Cq* cq = Cq::of(ibcq);
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
+  drive::Counters c;
+  c.yields = cq->drv.yields();
+  ctx->add_drive_counters(c);
   delete impl(cq);
   std::lock_guard lock(ctx->mu);
   --ctx->cqs;
@@ -267,30 +261,32 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   // progress thread takes back its parked QPs.
   std::shared_lock lock(cq->qps_mu);
   bool parked = false;
+  const drive::Ns now = mono_ns();
   for (Qp* qp : cq->qps) {
-    if (qp->tx_deferred.load(std::memory_order_relaxed) && qp->mu.try_lock()) {
-      qp->drive(Driver::Post);
+    if (qp->drv.deferred() && qp->mu.try_lock()) {
+      qp->drive(Driver::Arm, now);
       qp->mu.unlock();
     }
-    parked = parked || qp->parked.load(std::memory_order_relaxed);
+    parked = parked || qp->drv.parked();
   }
   if (Progress* p = cq->ctx()->progress.get(); p && parked) p->kick();
   return 0;
 }
 
 // Drives one QP for a poll at `now`, unless its socket was found quiet a moment ago or
-// another thread holds it; `empty` says the poll found nothing for the program.
-void Cq::drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty) {
-  // A quiet socket tried a moment ago (Driver::Poll) is left alone without taking the
-  // lock: a poller that took it on every poll would starve the progress thread of it.
-  if (now < qp->rx_quiet_until.load(std::memory_order_relaxed) &&
-      !qp->tx_deferred.load(std::memory_order_relaxed)) {
-    qp->polled_ns.store(now, std::memory_order_relaxed);
+// another thread holds it; `empty` says the poll found nothing for the program; `adopted`:
+// it is not this CQ's QP (adopt).
+void Cq::drive_one(Qp* qp, drive::Ns now, Progress* p, bool empty, bool adopted) {
+  // A quiet socket tried a moment ago is left alone without taking the lock: a poller that
+  // took it on every poll would starve the progress thread of it.
+  if (qp->drv.poll_skips(now)) {
+    qp->drv.on_skipped_poll(now);
     return;
   }
   if (!qp->mu.try_lock()) return; // another thread is moving its bytes right now
   if (qp->connected()) {
-    qp->drive(Driver::Poll);
+    if (adopted) qp->drv.on_adopted();
+    qp->drive(Driver::Poll, now);
     if (p) p->polled(qp, now, empty);
   }
   qp->mu.unlock();
@@ -299,91 +295,60 @@ void Cq::drive_one(Qp* qp, std::int64_t now, Progress* p, bool empty) {
 bool Cq::ready() {
   // What is queued is returned at once; only an empty ring costs system calls.
   if (count.load(std::memory_order_acquire) > 0) return true;
-  const std::int64_t now = drive();
+  const drive::Ns now = drive();
   if (count.load(std::memory_order_acquire) > 0) return true;
-  idle_poll(now);
+  if (drv.on_idle_poll(now, ctx()->reads_ns.load(std::memory_order_relaxed))) ::sched_yield();
   return false;
 }
 
-std::int64_t Cq::drive() {
-  const std::int64_t now = mono_ns();
+drive::Ns Cq::drive() {
+  const drive::Ns now = mono_ns();
   // An armed CQ has a thread about to sleep on its channel (it arms, then polls until empty,
   // then waits): the progress thread serves its QPs, and a poll that drove them too would
   // only contend with it for each message (rping ran at half speed).
   if (armed.load(std::memory_order_relaxed)) return now;
-  polled_ns.store(now, std::memory_order_relaxed);
+  drv.on_poll(now);
   Progress* p = ctx()->progress.get();
   std::size_t mine = 0;
   {
     std::shared_lock lock(qps_mu);
     mine = qps.size();
     for (Qp* qp : qps)
-      drive_one(qp, now, p, count.load(std::memory_order_relaxed) == 0);
+      drive_one(qp, now, p, count.load(std::memory_order_relaxed) == 0, false);
   }
   adopt(now, p, mine);
   return now;
 }
 
-// An RDMA Read responder whose CQs nobody polls (its program spins on another CQ, as
-// perftest's server does on its control connection) would wait for the progress thread to
-// be woken and scheduled for every batch of Read Requests, next to a poller spinning on the
-// same CPUs, while the peer waits a round trip for each Read. A poller of the same context
-// answers them instead. Plain placement (a Write target) stays with the progress thread: a
-// Write's initiator waits for nothing, and reading a streaming socket on every poll, in
-// small pieces, cost 4 KiB ib_write_bw a quarter of its rate.
-void Cq::adopt(std::int64_t now, Progress* p, std::size_t mine) {
+// The Read Requests of QPs whose own CQs nobody polls are answered by a poller of the same
+// context (drive::adopts).
+void Cq::adopt(drive::Ns now, Progress* p, std::size_t mine) {
   Context* c = ctx();
-  if (now - c->reads_ns.load(std::memory_order_relaxed) > kResponderNs) return; // none lately
+  if (!drive::responders_recent(now, c->reads_ns.load(std::memory_order_relaxed))) return;
   std::shared_lock lock(c->qps_mu);
   if (c->all_qps.size() <= mine) return; // every QP is this CQ's
   for (Qp* qp : c->all_qps) {
-    if (now - qp->reads_ns.load(std::memory_order_relaxed) > kResponderNs) continue;
     Cq* s = qp->send_cq();
     Cq* r = qp->recv_cq();
-    if (s == this || r == this || s->armed.load(std::memory_order_relaxed) ||
-        r->armed.load(std::memory_order_relaxed))
-      continue; // its own poller drives it, or the progress thread serves a sleeper
-    if (now - s->polled_ns.load(std::memory_order_relaxed) < kOwnPollNs ||
-        now - r->polled_ns.load(std::memory_order_relaxed) < kOwnPollNs)
-      continue;
-    drive_one(qp, now, p, true);
+    if (s == this || r == this) continue; // its own poller drives it
+    if (drive::adopts(now, qp->drv.reads_at(), s->drv.polled_at(), r->drv.polled_at(),
+                      s->armed.load(std::memory_order_relaxed) ||
+                          r->armed.load(std::memory_order_relaxed)))
+      drive_one(qp, now, p, true, true);
   }
-}
-
-// A thread that spins on a CQ nobody completes to (perftest's on its control connection for
-// the whole of a bandwidth run) holds a CPU that the progress threads placing the data need:
-// on two CPUs, two such spinners left the receiver's progress thread a fraction of one, and
-// 64 KiB ib_write_bw reached 0.8 of TCP. So once the CQ has been empty for kIdleSpinNs, its
-// poller calls sched_yield at most every kYieldEveryNs (alone on its CPU the call returns at
-// once). A poller that answers Read Requests for other QPs (Cq::adopt) does not: it is the
-// responder. Measured: 4 KiB and 64 KiB Write about twice the rate; the 64-octet message rate
-// about 15% lower (the server's progress thread, given the CPU, reads in smaller batches);
-// latencies unchanged (their CQs are never empty that long).
-void Cq::idle_poll(std::int64_t now) {
-  const std::int64_t since = empty_since_ns.load(std::memory_order_relaxed);
-  if (since == 0) {
-    empty_since_ns.store(now, std::memory_order_relaxed);
-    return;
-  }
-  if (now - since < kIdleSpinNs ||
-      now - yielded_ns.load(std::memory_order_relaxed) < kYieldEveryNs ||
-      now - ctx()->reads_ns.load(std::memory_order_relaxed) < kResponderNs)
-    return;
-  yielded_ns.store(now, std::memory_order_relaxed);
-  ::sched_yield();
 }
 
 void Cq::unpark() {
-  polled_ns.store(mono_ns(), std::memory_order_relaxed); // its poller is busy: no adoption
-  empty_since_ns.store(0, std::memory_order_relaxed);    // and not idle (idle_poll)
+  const drive::Ns now = mono_ns();
+  drv.on_handed_out(now); // its poller is busy: no adoption, not idle
   if (parked.load(std::memory_order_relaxed) == 0) return;
   Progress* p = ctx()->progress.get();
   if (!p) return;
   std::shared_lock lock(qps_mu);
   for (Qp* qp : qps) {
-    if (!qp->parked.load(std::memory_order_relaxed)) continue;
+    if (!qp->drv.parked()) continue;
     if (qp->mu.try_lock()) {
-      p->set_parked(qp, false);
+      p->set_parked(qp, false, now);
       qp->mu.unlock();
     } else {
       p->kick(); // its holder is busy with it; the timer takes it back

@@ -96,7 +96,7 @@ int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* b) noexcept {
   if (int err = to_window_bind(mw, IBV_MW_TYPE_1, ibqp->pd, new_rkey, b->bind_info, w)) return err;
   std::lock_guard lock(qp->mu);
   int err = submit_send(qp, w);
-  qp->drive(Driver::Post);
+  qp->drive(Driver::Post, mono_ns());
   if (!err) mw->rkey = new_rkey;
   return err;
 }

@@ -288,7 +288,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       if (from == IBV_QPS_ERR || from == IBV_QPS_SQD) return 0;
       if (!qp->engine || from != IBV_QPS_RTS) return EINVAL;
       qp->engine->close();
-      qp->drive(Driver::Post);
+      qp->drive(Driver::Post, mono_ns());
       break;
     case IBV_QPS_ERR:
       ib_cancel(qp);
@@ -372,7 +372,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
   }
   // Transmit from this thread (when the socket has room), or with the next drive.
   if (err)
-    qp->drive(Driver::Post);
+    qp->drive(Driver::Post, mono_ns());
   else
     qp->drive_posted(reads_only);
   if (err && bad) *bad = wr;
@@ -410,7 +410,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
   }
   // A Send that waited for this buffer (and what follows it) is taken in now.
   if (held && !qp->engine->rx_held())
-    qp->drive(Driver::Release);
+    qp->drive(Driver::Release, mono_ns());
   else
     qp->reap();
   if (err && bad) *bad = wr;

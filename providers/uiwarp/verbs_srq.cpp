@@ -140,12 +140,12 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
   {
     std::lock_guard lock(srq->qps_mu);
     for (Qp* qp : srq->qps) {
-      if (!qp->held_since_ns) continue; // read without the lock: a hint, checked below
+      if (!qp->drv.held()) continue; // read without the lock: a hint, checked below
       if (!qp->mu.try_lock()) {
         busy = true;
         continue;
       }
-      if (qp->connected() && qp->engine->rx_held()) qp->drive(Driver::Release);
+      if (qp->connected() && qp->engine->rx_held()) qp->drive(Driver::Release, mono_ns());
       qp->mu.unlock();
     }
   }

@@ -198,7 +198,7 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
   qp->wr_batch.clear();
   // Transmit from this thread, or with the next drive.
   if (err)
-    qp->drive(Driver::Post);
+    qp->drive(Driver::Post, mono_ns());
   else
     qp->drive_posted(reads_only);
   qp->mu.unlock();

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The drive policy: who moves a connected QP's bytes, and when. A user-space iWARP stack has
+// no softirq; its bytes move when some thread of the program calls into it (a post, a poll of
+// a CQ) or when the context's progress thread wakes. Which one should, and when it may wait,
+// is decided here, with no system call and no clock read: every input carries `now`, and the
+// progress thread learns when to look at a QP again from poll_at(), as smoltcp's poll_at()
+// tells its caller. The mechanisms live elsewhere: qp_io.cpp (sendmsg, recvmsg), qp_splice.cpp
+// (the pipe), verbs_cq.cpp (the ring), progress.cpp (epoll); each asks this file.
+//
+// The decisions, and the counter each one feeds (Counters, printed at context close with
+// VERBS_LOG_LEVEL=3, as LINUX_MIB_TCPAUTOCORKING counts TCP's autocorking):
+//   hold a post for the next drive, or send it now     QpDrive::on_post
+//   leave a quiet socket alone for a while              QpDrive::on_read, poll_skips
+//   retry a full socket from a poller                   QpDrive::retry_full
+//   park a QP with its pollers / give it back           QpDrive::on_poll, poll_at, on_timer
+//   answer another CQ's Read Requests from a poller     adopts()
+//   give the CPU away from a poller with nothing to do  CqDrive::on_idle_poll
+//   copy a Read Response or pass it by reference        QpDrive::choose_path, on_pushed
+// Unit tests on a virtual clock: tests/unit/test_drive.cpp.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace uiwarp::drive {
+
+using Ns = std::int64_t; // monotonic nanoseconds
+inline constexpr Ns kNever = std::numeric_limits<Ns>::max();
+
+// Who drives a QP's socket, which decides how much it does:
+//   Post      a post: transmits what the socket takes now; reads nothing.
+//   Poll      an application thread polling a CQ: reads (unless the socket is quiet, see
+//             poll_skips); retries a full socket only when retry_full says so.
+//   Release   a post of a receive buffer a held Send waits for: reads what followed it.
+//   Writable  the progress thread, told of room in a full socket, or at the deadline of
+//             posts held for a poll: transmits.
+//   Progress  the progress thread: reads up to its budget, retries a full socket.
+//   Arm       a CQ armed for an event (its thread is about to sleep): sends what is held.
+enum class Driver : std::uint8_t { Post, Poll, Release, Writable, Progress, Arm };
+inline constexpr std::size_t kDrivers = 6;
+const char* name(Driver d);
+
+// Every tuning constant of the policy, each with its reason. Measurements behind them are in
+// docs/performance.md and the git log.
+namespace tuning {
+// Posting in a burst: TCP_NODELAY makes each sendmsg a segment of its own, so posts made back
+// to back go together in the next drive's one sendmsg when that drive is sure to come soon.
+inline constexpr Ns kBackToBackNs = 2'000;  // closer than this (or a post's own cost): a burst
+inline constexpr Ns kPollSoonNs = 50'000;   // a burst this soon after a poll: a poll loop
+inline constexpr Ns kFlushNs = 50'000;      // held posts go by then if no poll comes
+inline constexpr Ns kMaxTxCostNs = 200'000; // one preempted sendmsg must not widen the window
+// Pollers' receive back-off: a poll that reads an empty socket costs a system call.
+inline constexpr Ns kEagerNs = 50'000;    // data this recent: read on every poll
+inline constexpr Ns kMaxQuietNs = 20'000; // the most a quiet socket's first message may wait
+inline constexpr Ns kFullRetryNs = 5'000; // a parked QP's pollers retry a full socket this often
+// Parking: a QP whose polls come back empty in a tight loop is its pollers' alone.
+inline constexpr Ns kPollGapNs = 10'000;         // empty polls closer than this form a streak
+inline constexpr std::uint32_t kParkStreak = 16; // a streak this long parks the QP
+inline constexpr Ns kIdleNs = 2'000'000;         // unpolled this long: the progress thread's again
+inline constexpr Ns kLockedRetryNs = 10'000;     // a due flush whose QP was busy: look again then
+inline constexpr Ns kTickNs = 2'000'000;         // anything else whose QP was busy
+// Adoption: a poller answers the Read Requests of QPs whose own CQs nobody polls.
+inline constexpr Ns kOwnPollNs = 1'000'000;    // a CQ polled this recently has its own poller
+inline constexpr Ns kResponderNs = 10'000'000; // Read Requests this recent: a responder
+// Yields: a poller of a CQ nobody completes to gives the progress threads the CPU.
+inline constexpr Ns kIdleSpinNs = 200'000;   // empty this long: waited on, not streamed from
+inline constexpr Ns kYieldEveryNs = 200'000; // at most one sched_yield per this
+// How much one drive reads, per driver: a poll returns what completed; the progress thread
+// must not starve other connections.
+inline constexpr std::size_t kPollBudget = 256 << 10;
+inline constexpr std::size_t kReleaseBudget = 256 << 10;
+inline constexpr std::size_t kProgressBudget = 4 << 20;
+// Read Responses by reference (qp_splice.cpp): only pieces this large; each QP times both
+// paths, choosing after kFirstEpoch octets and then every kEpoch, each epoch's first kProbe
+// octets on the path not preferred; a path must be a tenth cheaper to be chosen.
+inline constexpr std::size_t kSpliceMin = 16 << 10;
+inline constexpr std::uint64_t kFirstEpoch = 8 << 20;
+inline constexpr std::uint64_t kEpoch = 256 << 20;
+inline constexpr std::uint64_t kProbe = 4 << 20;
+inline constexpr double kSwitchMargin = 0.9;
+} // namespace tuning
+
+// What the policy decided, summed per QP (and per CQ for yields); a context adds up those of
+// the QPs and CQs it destroyed.
+struct Counters {
+  std::uint64_t posts_sent = 0; // posts that transmitted at once
+  std::uint64_t posts_held = 0; // posts held for the next drive (a burst)
+  std::uint64_t reads_held = 0; // RDMA Reads held while earlier ones are unanswered
+  std::uint64_t deadlines = 0;  // held posts the progress thread sent at their deadline
+  std::array<std::uint64_t, kDrivers> held_sent_by{}; // who sent held posts, by Driver
+  std::uint64_t quiet = 0; // a poll found the socket quiet and backed off
+  std::uint64_t full = 0;  // the socket was full (EAGAIN)
+  std::uint64_t parks = 0, unparks = 0;
+  std::uint64_t adopted = 0;             // drives by a poller of another CQ (a Read responder)
+  std::uint64_t yields = 0;              // sched_yield calls of idle pollers
+  std::uint64_t copied = 0, spliced = 0; // pushes of large Read Responses, by path
+  std::uint64_t path_changes = 0;
+
+  Counters& operator+=(const Counters& o);
+  // "posts 10 sent, 30 held (sent by poll 28, deadline 2), ..." — only what happened.
+  std::string describe() const;
+};
+
+// A QP's share of the policy. Written with the QP's lock held; the atomics are also read
+// without it by pollers (poll_skips, deferred) and the progress thread (parked).
+class QpDrive {
+public:
+  // ---- posts ----
+  struct Post {
+    bool reads_only = false;        // the post was of RDMA Reads alone...
+    bool reads_outstanding = false; // ...and earlier Reads wait for their responses
+    bool can_hold = false;          // connected, RTS, the peer open, the send CQ not armed
+    bool has_progress = false;      // a progress thread will honour a deadline
+    Ns send_cq_polled = 0;          // the send CQ's last poll
+  };
+  // Send now (and call on_post_sent after), or hold for the next drive: the progress thread
+  // sends held posts at poll_at() if none comes, and must be told of a new deadline (Schedule)
+  // once per burst, not per post.
+  enum class PostAction { Send, Hold, HoldAndSchedule };
+  PostAction on_post(const Post& p, Ns now);
+  void on_post_sent(Ns start, Ns end); // a post transmitted between start and end
+  // Posts wait for the next drive (read without the lock by pollers).
+  bool deferred() const { return deferred_.load(std::memory_order_relaxed); }
+  // A drive by `who` is about to transmit: held posts go with it (counted).
+  void on_drive(Driver who);
+  void on_transmit() { deferred_.store(false, std::memory_order_relaxed); }
+
+  // ---- receiving and the full socket ----
+  // A drive read (`got`: bytes or a close came) at `now`.
+  void on_read(Driver who, bool got, Ns now);
+  // A poll at `now` may skip the QP without its lock: its socket was quiet a moment ago
+  // and nothing is held for it to send.
+  bool poll_skips(Ns now) const {
+    return now < quiet_until_.load(std::memory_order_relaxed) && !deferred();
+  }
+  // Whether a drive by `who` retries a socket found full (else the progress thread waits for
+  // EPOLLOUT: not a failing sendmsg per poll).
+  bool retry_full(Driver who, bool want_write, bool has_progress, Ns now) const;
+  void on_full(Driver who, Ns now); // a drive by `who` left the socket full
+  void on_reads_queued(Ns now) { reads_ns_.store(now, std::memory_order_relaxed); }
+  Ns reads_at() const { return reads_ns_.load(std::memory_order_relaxed); }
+
+  // ---- parking (who moves the bytes: the pollers or the progress thread) ----
+  enum class Park { Keep, Park, Unpark };
+  // A poll drove the QP at `now` and its CQ was `empty` after it; `cq_armed`: one of the QP's
+  // CQs is armed (its thread sleeps: the progress thread must serve it).
+  Park on_poll(Ns now, bool empty, bool cq_armed);
+  void on_skipped_poll(Ns now) { polled_ns_.store(now, std::memory_order_relaxed); }
+  void set_parked(bool p);
+  bool parked() const { return parked_.load(std::memory_order_relaxed); }
+  // An epoll event for a parked QP: true if its pollers still have it (they polled within
+  // kIdleNs and the socket reports no error).
+  bool keeps_parked(Ns now, bool socket_error) const;
+  void on_adopted() { ++c_.adopted; }
+
+  // ---- a Send waiting for a receive buffer (HX-059) ----
+  void set_recv_wait(Ns wait) { recv_wait_ = wait; }
+  Ns recv_wait() const { return recv_wait_; }
+  // The engine holds a Send (`held`) or not, at `now`: true when a wait starts.
+  bool on_held(bool held, Ns now);
+  bool held() const { return held_since_.load(std::memory_order_relaxed) != 0; }
+
+  // ---- the progress thread's timer ----
+  // When the progress thread must look at this QP next (kNever: no need), and whether it is
+  // a deadline of held posts (urgent: a busy QP is looked at again within kLockedRetryNs).
+  struct Wake {
+    Ns at = kNever;
+    bool urgent = false;
+  };
+  Wake poll_at(Ns now) const;
+  // What the progress thread must do for the QP at `now` (the QP's lock held):
+  struct Timer {
+    bool unpark = false;       // its pollers stopped, or a CQ was armed: read it now
+    bool hold_expired = false; // the held Send waited recv_wait: Terminate (HX-059)
+    bool send_held = false;    // held posts reached their deadline: send them
+  };
+  Timer on_timer(Ns now, bool cq_armed);
+
+  // ---- Read Responses: copy or by reference ----
+  enum class Path : std::uint8_t { Copy = 0, Splice = 1 };
+  enum class SpliceMode { Auto, On, Off };
+  // A push that carries large by-reference pieces starts: which path it takes.
+  Path choose_path(SpliceMode mode) const;
+  // It ended: `ns` and `octets` on `path` count towards the next choice.
+  void on_pushed(Path path, Ns ns, std::uint64_t octets);
+
+  const Counters& counters() const { return c_; }
+  void reset_connection(); // detach: what belonged to the connection goes
+
+private:
+  // posts
+  std::atomic<bool> deferred_{false};
+  Ns flush_at_ = 0; // the progress thread sends held posts then (0: no deadline)
+  bool in_burst_ = false;
+  Ns post_start_ = 0, post_end_ = 0;
+  Ns tx_cost_ = 0; // how long a post that transmits takes, averaged
+  // receiving
+  Ns rx_data_ = 0;
+  std::atomic<Ns> quiet_until_{0};
+  Ns full_retry_at_ = 0;
+  std::atomic<Ns> reads_ns_{0};
+  // parking
+  std::atomic<Ns> polled_ns_{0};
+  std::uint32_t poll_streak_ = 0;
+  std::atomic<bool> parked_{false};
+  // held Sends
+  std::atomic<Ns> held_since_{0};
+  Ns recv_wait_ = 0;
+  // path choice
+  bool prefer_splice_ = false;
+  std::uint32_t epochs_ = 0;
+  std::array<Ns, 2> path_ns_{};
+  std::array<std::uint64_t, 2> path_octets_{};
+  Counters c_;
+};
+
+// A CQ's share: when its pollers last looked, and whether an idle one gives way.
+class CqDrive {
+public:
+  void on_poll(Ns now) { polled_ns_.store(now, std::memory_order_relaxed); }
+  Ns polled_at() const { return polled_ns_.load(std::memory_order_relaxed); }
+  // A poll handed out completions at `now`: its poller is busy (no adoption, not idle).
+  void on_handed_out(Ns now);
+  // A poll found nothing at `now`: true if its poller should sched_yield now. Never while
+  // the context answered Read Requests within kResponderNs (`ctx_reads`): this poller may be
+  // the responder (adopts()).
+  bool on_idle_poll(Ns now, Ns ctx_reads);
+  std::uint64_t yields() const { return yields_.load(std::memory_order_relaxed); }
+
+private:
+  std::atomic<Ns> polled_ns_{0};
+  std::atomic<Ns> empty_since_{0}, yielded_{0};
+  std::atomic<std::uint64_t> yields_{0};
+};
+
+// Adoption: a poller of another CQ of the context drives a QP that answered Read Requests
+// recently (`qp_reads`) when neither of its own CQs is polled (within kOwnPollNs) or armed.
+bool responders_recent(Ns now, Ns ctx_reads);
+bool adopts(Ns now, Ns qp_reads, Ns send_polled, Ns recv_polled, bool armed);
+
+} // namespace uiwarp::drive
