@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "systemd_activation.hpp"
 
+#include "uiwarp/env.hpp"
+
 #include <cstdint>
 #include <cstdlib>
 #include <fcntl.h>
@@ -38,7 +40,7 @@ int systemd_listen_socket(std::string* err) {
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   return fd;
 #else
-  const char* pid = std::getenv("LISTEN_PID");
+  const char* pid = Env::get().value(EnvVar::ListenPid);
   if (pid && std::atol(pid) == static_cast<long>(::getpid())) {
     *err = "LISTEN_FDS is set but uiwarpd was built without libsystemd (no socket activation)";
     return -2;

@@ -2,6 +2,7 @@
 #include "uiwarp/daemon_socket.hpp"
 
 #include "uiwarp/daemon_start.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/netdev.hpp"
 
 #include <cstdio>
@@ -18,7 +19,7 @@ namespace {
 
 // The system daemon's socket if it serves this network namespace; else "" and *why.
 std::string system_socket(bool from_build_tree, std::string* why) {
-  const char* env = std::getenv("UIWARP_SYSTEM_SOCKET");
+  const char* env = Env::get().value(EnvVar::SystemSocket);
   if (env && !*env) return *why = "UIWARP_SYSTEM_SOCKET is empty", "";
   // A developer's build tree uses its own daemon, not an installed one.
   if (!env && from_build_tree) return *why = "build tree", "";
@@ -39,9 +40,9 @@ std::string system_socket(bool from_build_tree, std::string* why) {
 
 DaemonSocket choose_daemon_socket(const std::string& state_dir, bool from_build_tree) {
   const std::string netns = std::to_string(current_netns_inode());
-  const char* env = std::getenv("UIWARPD_SOCKET");
-  const char* env_ns = std::getenv("UIWARPD_SOCKET_NETNS");
-  if (env && *env && (!env_ns || netns == env_ns)) return {env, true, "UIWARPD_SOCKET"};
+  const char* env = Env::get().nonempty(EnvVar::DaemonSocket);
+  const char* env_ns = Env::get().value(EnvVar::DaemonSocketNetns);
+  if (env && (!env_ns || netns == env_ns)) return {env, true, "UIWARPD_SOCKET"};
   std::string why;
   if (std::string sys = system_socket(from_build_tree, &why); !sys.empty())
     return {sys, false, "the system daemon (uiwarpd.socket)"};

@@ -3,6 +3,7 @@
 // Per-network-namespace state: the state dir, links.conf and regenerating the sysfs tree.
 #include "uiwarp/state.hpp"
 
+#include "uiwarp/env.hpp"
 #include "uiwarp/netdev.hpp"
 
 #include <cctype>
@@ -48,18 +49,13 @@ bool make_private_dirs(const std::string& path, std::string* err) {
   return true;
 }
 
-const char* env_nonempty(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : nullptr;
-}
-
 } // namespace
 
 std::string state_dir(std::string* err) {
   std::string base;
-  if (const char* d = env_nonempty("UIWARP_STATE_DIR")) {
+  if (const char* d = Env::get().nonempty(EnvVar::StateDir)) {
     base = d;
-  } else if (const char* x = env_nonempty("XDG_RUNTIME_DIR")) {
+  } else if (const char* x = Env::get().nonempty(EnvVar::XdgRuntimeDir)) {
     base = x;
   } else {
     // /tmp is shared: the directory must be ours and private, not something planted for us.
@@ -210,7 +206,7 @@ bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
   sysfs::Options opt;
   opt.netns_inode = current_netns_inode();
   opt.fw_ver = UIWARP_VERSION_STRING;
-  if (const char* h = std::getenv("UIWARP_HOST_SYSFS"); h && *h) opt.host_sysfs = h;
+  if (const char* h = Env::get().nonempty(EnvVar::HostSysfs)) opt.host_sysfs = h;
   return sysfs::publish(sysfs::build(devices, opt), dir, sysfs_path, err);
 }
 

@@ -22,6 +22,7 @@
 // not found (as env(1) and timeout(1) do).
 #include "uiwarp/daemon_socket.hpp"
 #include "uiwarp/daemon_start.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/netdev.hpp"
 #include "uiwarp/state.hpp"
 #include "uiwarp_paths.hpp"
@@ -93,10 +94,7 @@ std::string join(const std::vector<std::string>& v, char sep) {
   return s;
 }
 
-bool debug() {
-  const char* d = std::getenv("UIWARP_DEBUG");
-  return d && *d && std::strcmp(d, "0") != 0;
-}
+bool debug() { return uiwarp::Env::get().flag(uiwarp::EnvVar::Debug); }
 
 int fail(const std::string& msg) {
   std::fprintf(stderr, "uiwarp-run: error: %s\n", msg.c_str());
@@ -144,8 +142,9 @@ int main(int argc, char** argv) {
   const bool from_build_tree = !build_bin.empty() && exe_dir() == build_bin;
   std::string shim = from_build_tree ? UIWARP_BUILD_SHIM : UIWARP_INSTALL_SHIM;
   std::string provider = from_build_tree ? UIWARP_BUILD_PROVIDER : UIWARP_INSTALL_PROVIDER;
-  if (const char* s = std::getenv("UIWARP_SHIM"); s && *s) shim = s;
-  if (const char* p = std::getenv("UIWARP_PROVIDER"); p && *p) provider = p;
+  const uiwarp::Env& env = uiwarp::Env::get();
+  if (const char* s = env.nonempty(uiwarp::EnvVar::Shim)) shim = s;
+  if (const char* p = env.nonempty(uiwarp::EnvVar::Provider)) provider = p;
   if (!exists(shim)) return fail("shim " + shim + " not found");
 
   std::string driver; // RDMAV_DRIVERS entry, empty to rely on the driver file
@@ -163,7 +162,7 @@ int main(int argc, char** argv) {
 
   // 3. The connection manager (which one: see daemon_socket.hpp).
   std::string uiwarpd = from_build_tree ? UIWARP_BUILD_UIWARPD : UIWARP_INSTALL_UIWARPD;
-  if (const char* d = std::getenv("UIWARPD"); d && *d) uiwarpd = d;
+  if (const char* d = env.nonempty(uiwarp::EnvVar::Daemon)) uiwarpd = d;
   const uiwarp::DaemonSocket cm = uiwarp::choose_daemon_socket(dir, from_build_tree);
   // A per-user daemon (one per user and network namespace, started here unless it runs): the
   // shim starts it again if it goes away while the program listens (kRestartEnv).
@@ -179,11 +178,14 @@ int main(int argc, char** argv) {
 
   // 4. The environment.
   if (::setenv("SYSFS_PATH", sysfs.c_str(), 1) != 0) return fail("setenv");
+  std::string rdmav_drivers =
+      env.value(uiwarp::EnvVar::RdmavDrivers) ? env.value(uiwarp::EnvVar::RdmavDrivers) : "(unset)";
   if (!driver.empty()) {
     std::vector<std::string> drivers{driver};
-    for (auto& d : split(std::getenv("RDMAV_DRIVERS"), ":;"))
+    for (auto& d : split(env.value(uiwarp::EnvVar::RdmavDrivers), ":;"))
       if (d != driver) drivers.push_back(d);
-    ::setenv("RDMAV_DRIVERS", join(drivers, ':').c_str(), 1);
+    rdmav_drivers = join(drivers, ':');
+    ::setenv("RDMAV_DRIVERS", rdmav_drivers.c_str(), 1);
   }
   std::vector<std::string> preload;
   if (from_build_tree) {
@@ -193,19 +195,19 @@ int main(int argc, char** argv) {
     if (!preload.empty()) ::setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
   }
   preload.push_back(shim);
-  for (auto& p : split(std::getenv("LD_PRELOAD"), ": ")) {
+  for (auto& p : split(env.value(uiwarp::EnvVar::LdPreload), ": ")) {
     bool dup = false;
     for (auto& q : preload)
       dup = dup || q == p;
     if (!dup) preload.push_back(p);
   }
-  ::setenv("LD_PRELOAD", join(preload, ':').c_str(), 1);
+  const std::string ld_preload = join(preload, ':');
+  ::setenv("LD_PRELOAD", ld_preload.c_str(), 1);
 
   if (debug()) {
     std::fprintf(stderr, "uiwarp-run: %s files; SYSFS_PATH=%s RDMAV_DRIVERS=%s LD_PRELOAD=%s\n",
-                 from_build_tree ? "build-tree" : "installed", sysfs.c_str(),
-                 std::getenv("RDMAV_DRIVERS") ? std::getenv("RDMAV_DRIVERS") : "(unset)",
-                 std::getenv("LD_PRELOAD"));
+                 from_build_tree ? "build-tree" : "installed", sysfs.c_str(), rdmav_drivers.c_str(),
+                 ld_preload.c_str());
   }
 
   ::execvp(argv[first], argv + first);

@@ -4,6 +4,7 @@
 #include "shim_paths.hpp"
 
 #include "shim_real.hpp"
+#include "uiwarp/env.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -44,8 +45,8 @@ PathKind classify(const char* path) {
   if (std::strncmp(name, "uverbs", 6) != 0) return PathKind::Other;
 
   int saved_errno = errno;
-  // Read when needed, as libibverbs does (which reads it at its first device listing).
-  const char* sysfs = getenv("SYSFS_PATH");
+  // As libibverbs reads it (once, at its first device listing).
+  const char* sysfs = Env::get().value(EnvVar::SysfsPath);
   PathKind kind = PathKind::Other;
   bool decided = false;
   if (sysfs && *sysfs) {

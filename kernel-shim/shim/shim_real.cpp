@@ -3,6 +3,8 @@
 // The real functions behind the interposers, and the debug log: see shim_real.hpp.
 #include "shim_real.hpp"
 
+#include "uiwarp/env.hpp"
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -57,9 +59,9 @@ RealSym* const kAllSyms[] = {
 [[gnu::constructor(101)]] void resolve_all() {
   for (RealSym* s : kAllSyms)
     resolve(*s);
-  const char* d = getenv("UIWARP_DEBUG");
-  g_debug = d && *d && std::strcmp(d, "0") != 0;
-  const char* s = getenv("SYSFS_PATH");
+  const Env& env = Env::get();
+  g_debug = env.flag(EnvVar::Debug);
+  const char* s = env.value(EnvVar::SysfsPath);
   dbg("loaded, SYSFS_PATH=%s", s ? s : "(unset)");
 }
 

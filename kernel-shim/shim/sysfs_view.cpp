@@ -6,6 +6,8 @@
 // See sysfs_view.hpp for the rule.
 #include "sysfs_view.hpp"
 
+#include "uiwarp/env.hpp"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +37,7 @@ const char* sysfs_view(const char* path, char* buf, size_t size) {
   if (*rest != '\0' && *rest != '/') return path; // e.g. /sys/class/infiniband_verbs
   const int saved_errno = errno;
   const char* result = path;
-  const char* tree = std::getenv("SYSFS_PATH");
+  const char* tree = Env::get().value(EnvVar::SysfsPath);
   if (tree && *tree) {
     const char* name = rest;
     while (*name == '/')

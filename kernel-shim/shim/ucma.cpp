@@ -15,6 +15,7 @@
 #include "ucma_addr.hpp"
 #include "ucma_emu.hpp"
 #include "uiwarp/daemon_start.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/thread.hpp"
 
@@ -183,9 +184,9 @@ void Ucma::relisten() {
   for (int pause_ms = 20;; pause_ms = std::min(pause_ms * 2, 1000)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     std::string err;
-    const char* sock = std::getenv("UIWARPD_SOCKET");
-    const char* start = std::getenv(kRestartEnv);
-    if (sock && *sock && start && *start) ensure_daemon(start, sock, &err);
+    const char* sock = Env::get().nonempty(EnvVar::DaemonSocket);
+    const char* start = Env::get().nonempty(EnvVar::DaemonRestart);
+    if (sock && start) ensure_daemon(start, sock, &err);
     std::unique_lock<std::mutex> lock(mu_);
     std::vector<std::uint32_t> listening;
     for (auto& [h, id] : st.ids())

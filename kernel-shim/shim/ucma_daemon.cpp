@@ -4,6 +4,7 @@
 #include "ucma_daemon.hpp"
 
 #include "uiwarp/daemon_start.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/thread.hpp"
 
@@ -48,15 +49,15 @@ void DaemonLink::drop_lost() {
 bool DaemonLink::connect(std::string* err) {
   if (fd_ >= 0) return true;
   // uiwarp-run starts uiwarpd for this user and network namespace and names its socket.
-  const char* env = std::getenv("UIWARPD_SOCKET");
-  if (!env || !*env) {
+  const char* env = Env::get().nonempty(EnvVar::DaemonSocket);
+  if (!env) {
     *err = "UIWARPD_SOCKET is not set; run the program with uiwarp-run";
     return false;
   }
   int s = proto::connect_daemon(env, proto::Role::Shim, err);
   // A per-user uiwarpd exits when idle (uiwarpd.conf idle-exit-s), also between uiwarp-run's
   // start of it and this program's first RDMA CM call: start it again, as uiwarp-run did.
-  if (const char* start = std::getenv(kRestartEnv); s < 0 && start && *start) {
+  if (const char* start = Env::get().nonempty(EnvVar::DaemonRestart); s < 0 && start) {
     std::string why;
     if (ensure_daemon(start, env, &why)) {
       err->clear();

@@ -4,6 +4,7 @@
 #include "ucma_devices.hpp"
 
 #include "ucma_addr.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/guid.hpp"
 
 #include <algorithm>
@@ -16,7 +17,7 @@ namespace uiwarp::ucma {
 
 std::vector<Device> devices() {
   std::vector<Device> out;
-  const char* sysfs = std::getenv("SYSFS_PATH");
+  const char* sysfs = Env::get().value(EnvVar::SysfsPath);
   if (!sysfs) return out;
   std::error_code ec;
   for (const auto& e :
@@ -60,7 +61,7 @@ std::string device_policies(const sockaddr_storage& addr) {
 
 std::string mpa_overrides(const std::optional<Device>& dev, const sockaddr_storage& addr) {
   std::string out = dev && !is_wildcard(addr) ? dev->mpa : "";
-  if (const char* env = std::getenv("UIWARP_MPA_POLICY"); env && *env)
+  if (const char* env = Env::get().nonempty(EnvVar::MpaPolicy))
     out += (out.empty() ? "" : " ") + std::string(env);
   return out;
 }

@@ -8,6 +8,7 @@
 // failure is final and named.
 #include "ucma_addr.hpp"
 #include "ucma_emu.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/ib_connect.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/thread.hpp"
@@ -29,8 +30,7 @@ constexpr std::chrono::milliseconds kRetryPause{100};
 // How long a QP waits for its peer: UIWARP_IB_CONNECT_TIMEOUT_MS, else 30 s (a peer program
 // may take a while between the out-of-band exchange and its modify to RTR).
 std::chrono::milliseconds budget() {
-  const char* e = std::getenv("UIWARP_IB_CONNECT_TIMEOUT_MS");
-  long ms = e && *e ? std::strtol(e, nullptr, 10) : 0;
+  const long ms = Env::get().number(EnvVar::IbConnectTimeoutMs).value_or(0);
   return std::chrono::milliseconds(ms > 0 ? ms : 30000);
 }
 

@@ -4,6 +4,7 @@
 // MPA-negotiated socket to the QP named by conn_param.qp_num (attach), and asks for a
 // graceful close (disconnect). Registered with the shim when the provider is loaded.
 #include "provider.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/provider_api.hpp"
 
@@ -23,9 +24,7 @@ namespace {
 // How long a Send that finds no receive waits for one: the program's UIWARP_RECV_WAIT_MS, else
 // the connection's policy (uiwarpd.conf, the device, UIWARP_MPA_POLICY: recv-wait-ms).
 std::int64_t recv_wait_ms(const iwarp::ConnParams& p) {
-  if (const char* v = std::getenv("UIWARP_RECV_WAIT_MS"); v && *v)
-    return std::max(std::strtol(v, nullptr, 10), 0L);
-  return p.recv_wait_ms;
+  return Env::get().number(EnvVar::RecvWaitMs).value_or(p.recv_wait_ms);
 }
 
 // What the connection negotiated (iwarp::qp_config_from) and this QP's own limits.

@@ -19,6 +19,7 @@
 // sendmsg until they are in the socket (push_tx drains the pipe first), and the FIN waits for
 // them too (after_io). The engine counts octets as sent when the pipe takes them.
 #include "provider.hpp"
+#include "uiwarp/env.hpp"
 
 #include <cerrno>
 #include <cstdlib>
@@ -40,7 +41,7 @@ constexpr int kPipeSize = 256 << 10;
 using SpliceMode = drive::QpDrive::SpliceMode;
 SpliceMode splice_mode() {
   static const SpliceMode m = [] {
-    const char* v = std::getenv("UIWARP_TX_SPLICE");
+    const char* v = Env::get().value(EnvVar::TxSplice);
     if (v && std::strcmp(v, "on") == 0) return SpliceMode::On;
     if (v && std::strcmp(v, "off") == 0) return SpliceMode::Off;
     return SpliceMode::Auto;

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -219,8 +220,19 @@ bool write_file(const std::string& path, const char* s) {
   return std::fclose(f) == 0;
 }
 
-// With SYSFS_PATH, the tree decides: dev "1:7" is ours, anything else is the kernel's.
-void test_sysfs_rule() {
+// With SYSFS_PATH, the tree decides: dev "1:7" is ours, anything else is the kernel's. The shim
+// reads its environment once per process, so the checks run in a fresh copy of this program
+// with SYSFS_PATH set (sysfs_rule_child), which exits with the number that failed.
+int sysfs_rule_child() {
+  int failed = 0;
+  struct stat st {};
+  if (!(stat("/dev/infiniband/uverbs3", &st) == 0 && is_char_1_7(st))) ++failed;
+  errno = 0;
+  if (!(stat("/dev/infiniband/uverbs7", &st) != 0 && errno == ENOENT)) failed += 2;
+  return failed;
+}
+
+void test_sysfs_rule(const char* self) {
   char tmpl[] = "/tmp/uiwarp-selftest-XXXXXX";
   char* root = mkdtemp(tmpl);
   check(root != nullptr, "mkdtemp");
@@ -233,14 +245,18 @@ void test_sysfs_rule() {
   mkdir((uv + "/uverbs7").c_str(), 0755);
   write_file(uv + "/uverbs3/dev", "1:7\n");
   write_file(uv + "/uverbs7/dev", "231:199\n");
-  setenv("SYSFS_PATH", root, 1);
-  struct stat st {};
-  check(stat("/dev/infiniband/uverbs3", &st) == 0 && is_char_1_7(st),
-        "SYSFS_PATH: an entry with dev 1:7 is ours");
-  errno = 0;
-  check(stat("/dev/infiniband/uverbs7", &st) != 0 && errno == ENOENT,
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("SYSFS_PATH", root, 1);
+    execl(self, self, "--sysfs-rule", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status), "the SYSFS_PATH child");
+  const int failed = WIFEXITED(status) ? WEXITSTATUS(status) : 127;
+  check(failed != 127 && !(failed & 1), "SYSFS_PATH: an entry with dev 1:7 is ours");
+  check(failed != 127 && !(failed & 2),
         "SYSFS_PATH: an entry with a kernel dev passes through to the real /dev");
-  unsetenv("SYSFS_PATH");
   std::string cmd = "rm -rf '" + r + "'";
   check(std::system(cmd.c_str()) == 0, "cleanup");
 }
@@ -274,14 +290,16 @@ void test_threads() {
 
 } // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--sysfs-rule") == 0) return sysfs_rule_child();
   shim_wfd = reinterpret_cast<wfd_fn>(dlsym(RTLD_DEFAULT, "uiwarp_shim_comp_channel_wfd"));
   shim_is_uverbs = reinterpret_cast<is_uverbs_fn>(dlsym(RTLD_DEFAULT, "uiwarp_shim_is_uverbs_fd"));
   if (!shim_wfd || !shim_is_uverbs) {
     std::printf("FAIL - libuiwarp-shim.so is not preloaded\n0 passed, 1 failed\n");
     return 1;
   }
-  unsetenv("SYSFS_PATH"); // first the rule without a tree: ours if the host has no such node
+  // First the rule without a tree (ctest runs this with SYSFS_PATH unset): ours if the host
+  // has no such node.
   struct stat st {};
   if (::syscall(SYS_newfstatat, AT_FDCWD, "/dev/infiniband/uverbs0", &st, 0) == 0) {
     std::printf("SKIP: this host has a kernel /dev/infiniband/uverbs0\n0 passed, 0 failed\n");
@@ -291,7 +309,7 @@ int main() {
   test_comp_channel();
   test_stale_entry();
   test_netlink();
-  test_sysfs_rule();
+  test_sysfs_rule("/proc/self/exe");
   test_threads();
   std::printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -3,6 +3,8 @@
 // Starting a per-user uiwarpd: see daemon_start.hpp.
 #include "uiwarp/daemon_start.hpp"
 
+#include "uiwarp/env.hpp"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -34,7 +36,7 @@ bool ensure_daemon(const std::string& uiwarpd, const std::string& sock, std::str
   // Everything the child needs is made before fork(): in a threaded program only
   // async-signal-safe calls may follow it.
   std::vector<std::string> args{uiwarpd, "--socket", sock, "--daemon"};
-  if (const char* config = std::getenv("UIWARPD_CONFIG"); config && *config) {
+  if (const char* config = Env::get().nonempty(EnvVar::DaemonConfig)) {
     args.emplace_back("--config");
     args.emplace_back(config);
   }

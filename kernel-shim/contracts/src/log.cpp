@@ -3,6 +3,8 @@
 // The logging helper (log.hpp).
 #include "uiwarp/log.hpp"
 
+#include "uiwarp/env.hpp"
+
 #include <cstdlib>
 #include <fcntl.h>
 #include <string_view>
@@ -21,12 +23,12 @@ struct Sink {
 const Sink& sink() {
   static const Sink s = [] {
     Sink k;
-    if (const char* v = std::getenv("VERBS_LOG_LEVEL"); v && *v)
+    const Env& env = Env::get();
+    if (const char* v = env.nonempty(EnvVar::VerbsLogLevel))
       k.level = static_cast<int>(std::strtol(v, nullptr, 0));
-    if (const char* v = std::getenv("UIWARP_DEBUG"); v && *v && *v != '0')
-      k.level = static_cast<int>(Level::Debug);
-    if (const char* v = std::getenv("UIWARP_LOG"); v && std::string_view(v) == "quiet") k.level = 0;
-    if (const char* f = std::getenv("VERBS_LOG_FILE"); f && *f) k.file = f;
+    if (env.flag(EnvVar::Debug)) k.level = static_cast<int>(Level::Debug);
+    if (const char* v = env.value(EnvVar::Log); v && std::string_view(v) == "quiet") k.level = 0;
+    k.file = env.nonempty(EnvVar::VerbsLogFile);
     return k;
   }();
   return s;
