@@ -77,12 +77,12 @@ bool starts_with(const std::string& s, const char* prefix) { return s.rfind(pref
 unsigned mirror_kernel_devices(Tree& t, const Options& opt) {
   unsigned next_uverbs = 0;
   if (!opt.mirror_kernel) return next_uverbs;
-  const std::string ib = opt.host_sysfs + "/class/infiniband";
-  const std::string uv = opt.host_sysfs + "/class/infiniband_verbs";
+  const std::string ib = opt.host_sysfs + "/" + kDevicesDir;
+  const std::string uv = opt.host_sysfs + "/" + kUverbsDir;
   for (const std::string& name : list_dir(ib)) {
     if (starts_with(name, "uiwarp")) continue; // never shadow our own names
     std::string target = real_path(ib + "/" + name);
-    if (!target.empty()) t["class/infiniband/" + name] = Node{Node::Symlink, target};
+    if (!target.empty()) t[std::string(kDevicesDir) + "/" + name] = Node{Node::Symlink, target};
   }
   for (const std::string& name : list_dir(uv)) {
     if (name == "abi_version") continue;
@@ -92,7 +92,7 @@ unsigned mirror_kernel_devices(Tree& t, const Options& opt) {
       next_uverbs = n + 1;
     if (starts_with(read_first_line(uv + "/" + name + "/ibdev"), "uiwarp")) continue;
     std::string target = real_path(uv + "/" + name);
-    if (!target.empty()) t["class/infiniband_verbs/" + name] = Node{Node::Symlink, target};
+    if (!target.empty()) t[std::string(kUverbsDir) + "/" + name] = Node{Node::Symlink, target};
   }
   return next_uverbs;
 }
@@ -191,25 +191,25 @@ std::vector<std::array<std::uint8_t, 16>> device_gids(const NetdevInfo& nd,
 
 Tree build(const std::vector<Device>& devices, const Options& opt) {
   Tree t;
-  t["class/infiniband"] = Node{Node::Dir, {}};
-  t["class/infiniband_verbs"] = Node{Node::Dir, {}};
-  put(t, "class/infiniband_verbs/abi_version", std::to_string(kVerbsClassAbiVersion));
+  t[kDevicesDir] = Node{Node::Dir, {}};
+  t[kUverbsDir] = Node{Node::Dir, {}};
+  put(t, std::string(kUverbsDir) + "/abi_version", std::to_string(kVerbsClassAbiVersion));
   put(t, "class/misc/rdma_cm/abi_version", std::to_string(kUcmaAbiVersion));
   unsigned uverbs = mirror_kernel_devices(t, opt);
 
   for (const Device& d : devices) {
     const NetdevInfo& nd = d.netdev;
-    const std::string dev = "class/infiniband/" + d.name + "/";
+    const std::string dev = std::string(kDevicesDir) + "/" + d.name + "/";
     const std::uint64_t guid = guid_from_mac(device_mac(nd, opt.netns_inode));
     put(t, dev + "node_type", "4: RNIC");
-    put(t, dev + "node_guid", format_guid(guid));
+    put(t, dev + kAttrNodeGuid, format_guid(guid));
     put(t, dev + "sys_image_guid", format_guid(guid));
     put(t, dev + "node_desc", "uiwarp " + nd.name);
     put(t, dev + "fw_ver", opt.fw_ver);
     put(t, dev + "hw_rev", "0x0");
     put(t, dev + "board_id", "uiwarp");
-    put(t, dev + "uiwarp_netdev", nd.name);
-    if (!d.mpa.empty()) put(t, dev + "uiwarp_mpa", d.mpa); // the shim passes it to uiwarpd
+    put(t, dev + kAttrNetdev, nd.name);
+    if (!d.mpa.empty()) put(t, dev + kAttrMpa, d.mpa); // the shim passes it to uiwarpd
     // As a NIC's PCI device lists its netdev; rdma-core's tests find the interface (and from it
     // the IP address for their RDMA CM tests) here. The netdev's own sysfs directory is the
     // namespace's /sys/class/net/<nd>.
@@ -229,16 +229,16 @@ Tree build(const std::vector<Device>& devices, const Options& opt) {
     auto gids = device_gids(nd, opt.netns_inode);
     for (size_t i = 0; i < gids.size(); ++i) {
       const std::string idx = std::to_string(i);
-      put(t, port + "gids/" + idx, format_gid(gids[i]));
+      put(t, dev + kAttrPortGids + idx, format_gid(gids[i]));
       // The kernel shows "IB/RoCE v1" for the GIDs of iWARP ports; libibverbs then reports them
       // as IBV_GID_TYPE_ROCE_V1 on an Ethernet link layer, and ibv_devinfo -v prints them.
       put(t, port + "gid_attrs/types/" + idx, "IB/RoCE v1");
       put(t, port + "gid_attrs/ndevs/" + idx, nd.name);
     }
 
-    std::string uv = "class/infiniband_verbs/uverbs" + std::to_string(uverbs++) + "/";
+    std::string uv = std::string(kUverbsDir) + "/uverbs" + std::to_string(uverbs++) + "/";
     while (t.count(uv.substr(0, uv.size() - 1))) // a mirrored entry with that name
-      uv = "class/infiniband_verbs/uverbs" + std::to_string(uverbs++) + "/";
+      uv = std::string(kUverbsDir) + "/uverbs" + std::to_string(uverbs++) + "/";
     put(t, uv + "ibdev", d.name);
     put(t, uv + "dev", kUverbsDev);
     put(t, uv + "abi_version", std::to_string(kUverbsAbiVersion));

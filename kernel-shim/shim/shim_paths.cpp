@@ -51,11 +51,9 @@ PathKind classify(const char* path) {
   bool decided = false;
   if (sysfs && *sysfs) {
     char p[PATH_MAX], val[32];
-    int n = std::snprintf(p, sizeof p, "%s/class/infiniband_verbs/%s/dev", sysfs, name);
+    int n = std::snprintf(p, sizeof p, "%s/%s/%s/dev", sysfs, sysfs::kUverbsDir, name);
     if (n > 0 && static_cast<size_t>(n) < sizeof p && read_small_file(p, val, sizeof val)) {
-      char expect[32];
-      std::snprintf(expect, sizeof expect, "%u:%u", kBackingMajor, kBackingMinor);
-      kind = std::strcmp(val, expect) == 0 ? PathKind::Uverbs : PathKind::Other;
+      kind = std::strcmp(val, sysfs::kUverbsDev) == 0 ? PathKind::Uverbs : PathKind::Other;
       decided = true;
     }
   }

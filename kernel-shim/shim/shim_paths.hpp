@@ -6,13 +6,15 @@
 #pragma once
 
 #include "sysfs_view.hpp"
+#include "uiwarp/sysfs_layout.hpp"
 
 #include <climits>
 
 namespace uiwarp::shim {
 
-constexpr const char kBacking[] = "/dev/full"; // character device 1:7
-constexpr unsigned kBackingMajor = 1, kBackingMinor = 7;
+constexpr const char* kBacking = sysfs::kUverbsBacking; // character device 1:7
+constexpr unsigned kBackingMajor = sysfs::kUverbsBackingMajor;
+constexpr unsigned kBackingMinor = sysfs::kUverbsBackingMinor;
 
 enum class PathKind { Other, Uverbs, RdmaCm };
 

@@ -6,6 +6,7 @@
 #include "ucma_addr.hpp"
 #include "uiwarp/env.hpp"
 #include "uiwarp/guid.hpp"
+#include "uiwarp/sysfs_layout.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -21,11 +22,11 @@ std::vector<Device> devices() {
   if (!sysfs) return out;
   std::error_code ec;
   for (const auto& e :
-       std::filesystem::directory_iterator(std::string(sysfs) + "/class/infiniband", ec)) {
+       std::filesystem::directory_iterator(std::string(sysfs) + "/" + sysfs::kDevicesDir, ec)) {
     Device d;
     d.name = e.path().filename();
-    std::ifstream nd(e.path() / "uiwarp_netdev"), g(e.path() / "node_guid"),
-        mpa(e.path() / "uiwarp_mpa");
+    std::ifstream nd(e.path() / sysfs::kAttrNetdev), g(e.path() / sysfs::kAttrNodeGuid),
+        mpa(e.path() / sysfs::kAttrMpa);
     std::getline(nd, d.netdev);
     std::getline(mpa, d.mpa);
     std::string text;

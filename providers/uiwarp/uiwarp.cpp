@@ -4,6 +4,7 @@
 // set-up; the verbs live in verbs_*.cpp and the ops table below maps them.
 #include "provider.hpp"
 #include "uiwarp/log.hpp"
+#include "uiwarp/sysfs_layout.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -113,8 +114,8 @@ verbs_device* alloc_device(verbs_sysfs_dev* sysfs) noexcept {
     auto* d = new Device{};
     d->ibdev = sysfs->ibdev_name;
     d->sysfs_path = sysfs->ibdev_path;
-    d->netdev = d->attr("uiwarp_netdev");
-    if (d->netdev.empty()) d->netdev = d->attr("ports/1/gid_attrs/ndevs/0");
+    d->netdev = d->attr(sysfs::kAttrNetdev);
+    if (d->netdev.empty()) d->netdev = d->attr(sysfs::kAttrPortNdev0);
     return &d->vdev;
   } catch (const std::bad_alloc&) {
     return nullptr;

@@ -4,6 +4,7 @@
 // the network device the uiwarp device is bound to.
 #include "provider.hpp"
 #include "uiwarp/guid.hpp"
+#include "uiwarp/sysfs_layout.hpp"
 #include "uiwarp_version.h"
 
 #include <algorithm>
@@ -29,7 +30,7 @@ std::uint64_t read_guid(const Device& dev, const char* file) {
 
 int gid_count(const Device& dev) {
   int n = 0;
-  while (n < 128 && !dev.attr("ports/1/gids/" + std::to_string(n)).empty())
+  while (n < 128 && !dev.attr(sysfs::kAttrPortGids + std::to_string(n)).empty())
     ++n;
   return std::max(n, 1);
 }
@@ -97,7 +98,7 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
   ibv_device_attr_ex a{};
   ibv_device_attr& o = a.orig_attr;
   std::snprintf(o.fw_ver, sizeof o.fw_ver, "%s", UIWARP_VERSION);
-  o.node_guid = htobe64(read_guid(*ctx->dev, "node_guid"));
+  o.node_guid = htobe64(read_guid(*ctx->dev, sysfs::kAttrNodeGuid));
   o.sys_image_guid = o.node_guid;
   o.max_mr_size = Limits::kMaxMrSize;
   o.page_size_cap = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));

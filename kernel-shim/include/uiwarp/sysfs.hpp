@@ -36,6 +36,7 @@
 
 #include "uiwarp/guid.hpp" // format_guid
 #include "uiwarp/netdev.hpp"
+#include "uiwarp/sysfs_layout.hpp" // the names its readers use too
 
 #include <array>
 #include <cstdint>
@@ -48,7 +49,6 @@ namespace uiwarp::sysfs {
 inline constexpr unsigned kUverbsAbiVersion = 1;     // per device; the provider accepts 1..1
 inline constexpr unsigned kVerbsClassAbiVersion = 6; // class/infiniband_verbs/abi_version
 inline constexpr unsigned kUcmaAbiVersion = 4;
-inline constexpr const char* kUverbsDev = "1:7"; // /dev/full
 
 struct Device {
   std::string name; // uiwarpN
