@@ -126,7 +126,7 @@ void Ucma::qp_event(std::uint32_t qp_num, QpEvent, const char* reason) {
   std::lock_guard<std::mutex> lock(mu_);
   // uiwarpd keeps why it ended (uiwarp conn show --closed); a link that is down loses it.
   for (const auto& [h, id] : st.ids())
-    if (id.qp_num == qp_num && id.connected) {
+    if (id.qp_num == qp_num && id.connected()) {
       daemon.post(proto::Closed{id.src, id.dst, qp_num, reason ? reason : ""});
       break;
     }
@@ -165,7 +165,7 @@ int Ucma::get_event(int fd, Event* out, std::unique_lock<std::mutex>& lock) {
 // again with a new daemon at once (relisten()).
 void Ucma::gone() {
   for (const auto& [h, id] : st.ids())
-    if (id.listening && !relistening_) {
+    if (id.listening() && !relistening_) {
       relistening_ = true;
       start_thread([this] { relisten(); }).detach();
     }
@@ -190,7 +190,7 @@ void Ucma::relisten() {
     std::unique_lock<std::mutex> lock(mu_);
     std::vector<std::uint32_t> listening;
     for (auto& [h, id] : st.ids())
-      if (id.listening && id.sock >= 0) listening.push_back(h);
+      if (id.listening() && id.sock >= 0) listening.push_back(h);
     if (listening.empty()) {
       relistening_ = false;
       return;
@@ -202,7 +202,7 @@ void Ucma::relisten() {
     }
     for (std::uint32_t h : listening) {
       Id* id = st.find(h);
-      if (!id || !id->listening || id->sock < 0 || !daemon.connected()) continue;
+      if (!id || !id->listening() || id->sock < 0 || !daemon.connected()) continue;
       std::optional<proto::Packet> p;
       if (!daemon.post(proto::Listen{h, id->src, id->backlog, id->tos,
                                      mpa_overrides(id->dev, id->src), device_policies(id->src)},
@@ -224,7 +224,7 @@ void Ucma::relisten() {
 void Ucma::conn_request(const proto::ConnRequest& m) {
   Id* listener =
       m.listen_id <= UINT32_MAX ? st.find(static_cast<std::uint32_t>(m.listen_id)) : nullptr;
-  if (!listener || !listener->listening) {
+  if (!listener || !listener->listening()) {
     daemon.post(proto::Reject{m.token, {}});
     return;
   }
@@ -235,7 +235,7 @@ void Ucma::conn_request(const proto::ConnRequest& m) {
   child.qp_type = listener->qp_type;
   child.src = m.src;
   child.dst = m.dst;
-  child.addr_resolved = true;
+  child.state = IdState::Connect; // cma_ib_new_conn_id: a request's id is born connecting
   child.iw = true;
   child.child = true;
   child.token = m.token;
@@ -253,11 +253,10 @@ void Ucma::connect_reply(const proto::ConnectReply& m, int fd, std::unique_lock<
   }
   const auto handle = static_cast<std::uint32_t>(m.id);
   Id* id = st.find(handle);
-  if (!id || !id->connecting) {
+  if (!id || !id->connecting()) {
     if (fd >= 0) sys_close(fd);
     return;
   }
-  id->connecting = false;
   Event e = conn_event(m.private_data, m.params.peer_ird, m.params.peer_ord);
   // uiwarpd connected the id's own socket and passes it back; the QP will own it.
   if (fd < 0) std::swap(fd, id->sock);
@@ -268,6 +267,7 @@ void Ucma::connect_reply(const proto::ConnectReply& m, int fd, std::unique_lock<
     std::uint32_t ev = (m.status == ECONNREFUSED || m.status == ECONNRESET) ? RDMA_CM_EVENT_REJECTED
                        : m.status == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
                                                : RDMA_CM_EVENT_CONNECT_ERROR;
+    id->state = IdState::AddrResolved; // the connect failed: the id may be destroyed or reused
     st.queue(*id, ev, -m.status, e);
     return;
   }
@@ -277,10 +277,21 @@ void Ucma::connect_reply(const proto::ConnectReply& m, int fd, std::unique_lock<
   if (err) {
     log_error("cannot attach the connection to QP " + std::to_string(id->qp_num) + ": " +
               std::strerror(err));
+    id->state = IdState::AddrResolved;
     st.queue(*id, RDMA_CM_EVENT_CONNECT_ERROR, -err, e);
     return;
   }
-  st.connected(*id, e);
+  established(*id, e);
+}
+
+void Ucma::established(Id& id, Event e) {
+  // Only a connecting id reaches here (the reply's and accept's checks above): anything else
+  // is the emulation's own mistake, said, and no ESTABLISHED goes to the program.
+  if (!st.connected(id, e))
+    log_error("rdma_cm emulation: id " + std::to_string(id.handle) +
+              " became established in "
+              "state " +
+              name(id.state) + "; no ESTABLISHED event was queued");
 }
 
 int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
@@ -312,11 +323,11 @@ int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
 }
 
 void Ucma::release(Id& id) {
-  if (id.listening) daemon.post(proto::Unlisten{id.handle});
+  if (id.listening()) daemon.post(proto::Unlisten{id.handle});
   // uiwarpd holds a copy of a listening socket until it reads the Unlisten; the kernel frees
   // the port when rdma_destroy_id returns (cma_release_port), and perftest binds it again at
   // once. shutdown() ends the listen for every copy (inet_shutdown -> tcp_disconnect).
-  if (id.listening && id.sock >= 0) ::shutdown(id.sock, SHUT_RDWR);
+  if (id.listening() && id.sock >= 0) ::shutdown(id.sock, SHUT_RDWR);
   close_sock(id);
   // The kernel rejects a request whose id is destroyed unanswered.
   if (id.child && !id.accepted) daemon.post(proto::Reject{id.token, {}});

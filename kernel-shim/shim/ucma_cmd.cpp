@@ -126,7 +126,8 @@ int ucma_bind(const Cmd& cmd) {
 int resolve(const Cmd& cmd, std::uint32_t handle, sockaddr_storage src, sockaddr_storage dst) {
   Ucma& u = cmd.u;
   Id* id = u.st.find(handle);
-  if (!id) return EINVAL;
+  // rdma_resolve_addr: an id that is bound, or resolved before (resolving again).
+  if (!id || (id->state != IdState::Idle && id->state != IdState::AddrResolved)) return EINVAL;
   if (!dst.ss_family) return EAFNOSUPPORT;
   // resolve_prepare_src: an unbound id is bound first (to `src`, or to the wildcard of the
   // destination's family), so its port is taken now and rdma_get_src_port reports it.
@@ -160,7 +161,7 @@ int resolve(const Cmd& cmd, std::uint32_t handle, sockaddr_storage src, sockaddr
   }
   id->src = src;
   id->dst = dst;
-  id->addr_resolved = status == 0;
+  id->state = status ? IdState::Idle : IdState::AddrResolved;
   u.st.queue(*id, status ? RDMA_CM_EVENT_ADDR_ERROR : RDMA_CM_EVENT_ADDR_RESOLVED, -status);
   return 0;
 }
@@ -183,7 +184,7 @@ int ucma_resolve_addr(const Cmd& cmd) {
 int ucma_resolve_route(const Cmd& cmd) {
   rdma_ucm_resolve_route c;
   Id* id = read_id_cmd(cmd, &c);
-  if (!id || !id->addr_resolved) return EINVAL;
+  if (!id || id->state != IdState::AddrResolved) return EINVAL;
   cmd.u.st.queue(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);
   return 0;
 }
@@ -256,8 +257,9 @@ int ucma_listen(const Cmd& cmd) {
   rdma_ucm_listen c;
   Id* id = read_id_cmd(cmd, &c);
   if (!id) return EINVAL;
-  if (id->listening) return 0;
-  if (id->child || id->connecting || id->connected) return EINVAL;
+  if (id->listening()) return 0;
+  const IdState before = id->state; // Idle or AddrResolved
+  if (id->child || (before != IdState::Idle && before != IdState::AddrResolved)) return EINVAL;
   // rdma_listen on an unbound id binds it to the IPv4 wildcard and an ephemeral port.
   if (!id->bound)
     if (int err = u.bind_id(*id, any_addr(AF_INET))) return err;
@@ -268,7 +270,8 @@ int ucma_listen(const Cmd& cmd) {
   if (::listen(id->sock, static_cast<int>(c.backlog ? c.backlog : 128))) return errno;
   // Listening from now on: uiwarpd may pass a connection request before its reply reaches
   // this thread (the reader thread handles both in order, this thread wakes later).
-  id->listening = id->iw = true;
+  id->state = IdState::Listen;
+  id->iw = true;
   id->backlog = c.backlog;
   int err = u.daemon.send(proto::Listen{c.id, id->src, c.backlog, id->tos,
                                         mpa_overrides(id->dev, id->src), device_policies(id->src)},
@@ -281,7 +284,7 @@ int ucma_listen(const Cmd& cmd) {
   id = u.st.find(c.id);
   if (!id) return EINVAL;
   if (err) {
-    id->listening = false;
+    comp_exch(*id, IdState::Listen, before);
     if (p) log_error(std::get<proto::ListenReply>(p->msg).reason);
   }
   return err;
@@ -291,7 +294,7 @@ int ucma_connect(const Cmd& cmd) {
   rdma_ucm_connect c;
   if (!read_cmd_prefix(cmd, &c, offsetof(rdma_ucm_connect, ece))) return EINVAL;
   Id* id = cmd.u.st.find(c.id);
-  if (!id || !id->addr_resolved || id->connecting || id->connected) return EINVAL;
+  if (!id || id->child || id->state != IdState::AddrResolved) return EINVAL;
   proto::Connect m;
   m.id = c.id;
   m.src = id->src;
@@ -301,10 +304,11 @@ int ucma_connect(const Cmd& cmd) {
   m.policy = mpa_overrides(id->dev, id->src);
   if (id->sock < 0) return EINVAL;
   id->qp_num = c.conn_param.qp_num;
-  id->connecting = id->iw = true;
+  id->state = IdState::Connect;
+  id->iw = true;
   // uiwarpd connects the id's own socket, from the port the id was bound to.
   if (int err = cmd.u.daemon.send(m, id->sock)) {
-    id->connecting = false;
+    comp_exch(*id, IdState::Connect, IdState::AddrResolved);
     return err;
   }
   return 0;
@@ -335,7 +339,7 @@ int ucma_accept(const Cmd& cmd) {
   if (int err = u.attach(id->qp_num, fd, r->params, cmd.lock)) return err;
   id = u.st.find(c.id);
   if (!id) return EINVAL;
-  u.st.connected(*id);
+  u.established(*id);
   return 0;
 }
 
@@ -356,7 +360,7 @@ int ucma_disconnect(const Cmd& cmd) {
   rdma_ucm_disconnect c;
   Id* id = read_id_cmd(cmd, &c);
   if (!id) return EINVAL;
-  if (!id->connected) return ENOTCONN;
+  if (!id->connected()) return ENOTCONN;
   const ProviderOps* ops = cmd.u.provider();
   std::uint32_t qpn = id->qp_num;
   cmd.lock.unlock();
@@ -376,7 +380,7 @@ int ucma_get_event(const Cmd& cmd) {
 
 // RDMA_OPTION_ID_AFONLY (rdma_set_afonly): before the id listens or connects.
 int set_afonly(Ucma& u, Id& id, int afonly) {
-  if (id.listening || id.connecting || id.connected || id.child) return EINVAL;
+  if ((id.state != IdState::Idle && id.state != IdState::AddrResolved) || id.child) return EINVAL;
   // IPV6_V6ONLY cannot change on a bound socket: bind the port again with it.
   if (id.sock >= 0 && id.src.ss_family == AF_INET6 && afonly != id.afonly) {
     sockaddr_storage a = id.src;
@@ -409,7 +413,7 @@ int ucma_set_option(const Cmd& cmd) {
   case RDMA_OPTION_ID_REUSEADDR: { // rdma_set_reuseaddr
     if (c.optlen != sizeof(int)) return EINVAL;
     bool reuse = *static_cast<const int*>(val) != 0;
-    if ((reuse && id->listening) || (!reuse && id->bound)) return EINVAL;
+    if ((reuse && id->listening()) || (!reuse && id->bound)) return EINVAL;
     id->reuseaddr = reuse;
     return 0;
   }

@@ -56,6 +56,8 @@ public:
   // Hands `fd` to the provider's QP (lock released: the provider may call back).
   int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
              std::unique_lock<std::mutex>& lock);
+  // A connect or accept attached: Connect -> Established, ESTABLISHED queued.
+  void established(Id& id, Event e = {});
 
 private:
   Ucma() = default;

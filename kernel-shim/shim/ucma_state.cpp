@@ -6,6 +6,7 @@
 #include "ucma_addr.hpp"
 
 #include <cerrno>
+#include <iterator>
 #include <utility>
 
 namespace uiwarp::ucma {
@@ -18,6 +19,19 @@ Binding binding(const Id& id) {
 }
 
 } // namespace
+
+const char* name(IdState s) {
+  static constexpr const char* kNames[] = {"idle",    "addr-resolved", "listen",
+                                           "connect", "established",   "disconnected"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(IdState::Disconnected) + 1);
+  return kNames[static_cast<std::size_t>(s)];
+}
+
+bool comp_exch(Id& id, IdState from, IdState to) {
+  if (id.state != from) return false;
+  id.state = to;
+  return true;
+}
 
 std::optional<std::uint64_t> State::generation(int fd) const {
   auto ch = channels_.find(fd);
@@ -116,24 +130,21 @@ int State::migrate_id(std::uint32_t handle, int from, int to, std::uint32_t* rep
   return 0;
 }
 
-void State::connected(Id& id, Event e) {
-  id.connected = true;
+bool State::connected(Id& id, Event e) {
+  if (!comp_exch(id, IdState::Connect, IdState::Established)) return false;
   queue(id, RDMA_CM_EVENT_ESTABLISHED, 0, e);
-  if (std::exchange(id.ended, false) && !id.disconnected) {
-    id.disconnected = true;
+  if (std::exchange(id.ended, false) && comp_exch(id, IdState::Established, IdState::Disconnected))
     queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-  }
+  return true;
 }
 
 void State::qp_ended(std::uint32_t qp_num) {
   for (auto& [h, id] : ids_) {
     if (id.qp_num != qp_num) continue;
-    if (id.attaching) {
+    if (id.attaching)
       id.ended = true;
-    } else if (id.connected && !id.disconnected) {
-      id.disconnected = true;
+    else if (comp_exch(id, IdState::Established, IdState::Disconnected))
       queue(id, RDMA_CM_EVENT_DISCONNECTED, 0);
-    }
   }
 }
 
@@ -145,8 +156,9 @@ void State::set_attaching(std::uint32_t qp_num, bool on) {
 int State::fail_connects(std::int32_t status) {
   int n = 0;
   for (auto& [h, id] : ids_) {
-    if (!id.connecting || id.connected) continue;
-    id.connecting = false;
+    // A connect whose socket is being attached is past uiwarpd: it completes by itself.
+    if (!id.connecting() || id.attaching) continue;
+    id.state = IdState::AddrResolved;
     queue(id, RDMA_CM_EVENT_CONNECT_ERROR, status);
     ++n;
   }

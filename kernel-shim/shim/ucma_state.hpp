@@ -33,6 +33,25 @@ enum : std::uint32_t {
   RDMA_CM_EVENT_DISCONNECTED = 10,
 };
 
+// An id's lifecycle, after the kernel's enum rdma_cm_state (cma_priv.h). Route resolution is
+// immediate here, so AddrResolved stands for RDMA_CM_ADDR_RESOLVED and ROUTE_RESOLVED; the
+// kernel's RDMA_CM_CONNECT lasts from rdma_connect (or a request's arrival, for its child) to
+// the connection's end, and is split at ESTABLISHED, after which a lost uiwarpd no longer fails
+// it. Whether the id holds a port (bound) is not a state here: resolve and listen bind too.
+//
+//   Idle --resolve--> AddrResolved --connect--> Connect --attached--> Established --end-->
+//   Disconnected; Idle or AddrResolved --listen--> Listen; a request's child starts in
+//   Connect; a failed resolve, listen or connect goes back where it came from.
+enum class IdState : std::uint8_t {
+  Idle,         // RDMA_CM_IDLE, RDMA_CM_ADDR_BOUND
+  AddrResolved, // RDMA_CM_ADDR_RESOLVED, RDMA_CM_ROUTE_RESOLVED
+  Listen,       // RDMA_CM_LISTEN
+  Connect,      // RDMA_CM_CONNECT until ESTABLISHED
+  Established,  // ESTABLISHED queued (the kernel stays in RDMA_CM_CONNECT)
+  Disconnected, // DISCONNECTED queued (RDMA_CM_DISCONNECT)
+};
+const char* name(IdState s);
+
 struct Event {
   rdma_ucm_event_resp resp{};
   std::uint32_t charged_to = 0; // the id whose events_reported counts it
@@ -45,17 +64,13 @@ struct Id {
   std::uint16_t ps = 0;
   std::uint8_t qp_type = 0;
   sockaddr_storage src{}, dst{};
-  bool addr_resolved = false;
-  bool listening = false;
-  bool iw = false; // has an iw_cm id (kernel): connect, listen or a request child
+  IdState state = IdState::Idle; // change it with comp_exch (State::move), as cma_comp_exch
+  bool iw = false;               // has an iw_cm id (kernel): connect, listen or a request child
   bool child = false;
   std::uint64_t token = 0; // child: uiwarpd's handle for Accept/Reject
-  bool accepted = false;
-  bool connecting = false;
-  bool connected = false;
-  bool disconnected = false; // DISCONNECTED reported
-  bool attaching = false;    // the socket is being handed to the provider (lock released)
-  bool ended = false;        // ...and the provider reported the connection's end meanwhile
+  bool accepted = false;   // child: answered (accepted or rejected)
+  bool attaching = false;  // the socket is being handed to the provider (lock released)
+  bool ended = false;      // ...and the provider reported the connection's end meanwhile
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
   std::optional<Device> dev;
@@ -65,7 +80,16 @@ struct Id {
   bool bound = false;        // has a port (rdma_bind_addr, or implied by resolve/listen)
   int sock = -1;             // the TCP socket holding that port, until the QP owns it
   std::uint32_t backlog = 0; // rdma_listen's, for registering again with a new uiwarpd
+
+  bool addr_resolved() const { return state != IdState::Idle && state != IdState::Listen; }
+  bool listening() const { return state == IdState::Listen; }
+  bool connecting() const { return state == IdState::Connect && !child; } // rdma_connect's
+  bool connected() const { return state == IdState::Established || state == IdState::Disconnected; }
 };
+
+// cma_comp_exch: moves `id` from `from` to `to` and says true, or leaves it and says false when
+// it is in another state (the command then fails, as the kernel's does, with EINVAL).
+bool comp_exch(Id& id, IdState from, IdState to);
 
 // What a channel's fd shows: one count per queued event (an EFD_SEMAPHORE eventfd).
 class Signals {
@@ -116,8 +140,9 @@ public:
   int migrate_id(std::uint32_t handle, int from, int to, std::uint32_t* reported);
 
   // ---- connections ----
-  // ESTABLISHED, then DISCONNECTED at once if the connection ended while it was attached.
-  void connected(Id& id, Event e = {});
+  // ESTABLISHED, then DISCONNECTED at once if the connection ended while it was attached;
+  // false (nothing queued) unless the id was in Connect.
+  [[nodiscard]] bool connected(Id& id, Event e = {});
   // The provider saw the connection of QP `qp_num` end: DISCONNECTED, once; or, while the
   // socket is being attached (ESTABLISHED not queued yet), after ESTABLISHED (connected()).
   void qp_ended(std::uint32_t qp_num);

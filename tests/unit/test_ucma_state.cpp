@@ -235,8 +235,10 @@ TEST_CASE("UCMA state: ESTABLISHED then one DISCONNECTED, also when the end came
   f.st.open_channel(3);
   std::uint32_t a = f.id_on(3);
   f.id(a).qp_num = 7;
+  f.id(a).state = IdState::Connect;
   SECTION("ended after ESTABLISHED") {
-    f.st.connected(f.id(a));
+    CHECK(f.st.connected(f.id(a)));
+    CHECK(f.id(a).state == IdState::Established);
     f.st.qp_ended(7);
     f.st.qp_ended(7);
   }
@@ -245,21 +247,66 @@ TEST_CASE("UCMA state: ESTABLISHED then one DISCONNECTED, also when the end came
     f.st.qp_ended(7);
     CHECK(f.st.queued(3) == 0);
     f.st.set_attaching(7, false);
-    f.st.connected(f.id(a));
+    CHECK(f.st.connected(f.id(a)));
   }
+  CHECK(f.id(a).state == IdState::Disconnected);
+  CHECK(f.id(a).connected());
   CHECK(f.take(3).resp.event == RDMA_CM_EVENT_ESTABLISHED);
   CHECK(f.take(3).resp.event == RDMA_CM_EVENT_DISCONNECTED);
   CHECK(f.st.queued(3) == 0);
+}
+
+TEST_CASE("UCMA state: the id lifecycle moves only from the state a transition names", "[ucma]") {
+  Fixture f;
+  f.st.open_channel(3);
+  Id& id = f.id(f.id_on(3));
+  CHECK(id.state == IdState::Idle);
+  CHECK_FALSE(id.addr_resolved());
+  // cma_comp_exch: from the named state only; anything else is refused and changes nothing.
+  CHECK_FALSE(comp_exch(id, IdState::AddrResolved, IdState::Connect));
+  CHECK(id.state == IdState::Idle);
+  CHECK(comp_exch(id, IdState::Idle, IdState::AddrResolved));
+  CHECK(id.addr_resolved());
+  CHECK_FALSE(id.connecting());
+  CHECK(comp_exch(id, IdState::AddrResolved, IdState::Connect));
+  CHECK(id.connecting());
+  CHECK_FALSE(id.connected());
+  // ESTABLISHED only from Connect: a second one is refused and queues nothing.
+  CHECK(f.st.connected(id));
+  CHECK_FALSE(f.st.connected(id));
+  CHECK(f.st.queued(3) == 1);
+  CHECK(id.connected());
+  CHECK_FALSE(id.connecting());
+  // An id that never connected has no connection to end.
+  Id& idle = f.id(f.id_on(3));
+  idle.qp_num = 9;
+  f.st.qp_ended(9);
+  CHECK(idle.state == IdState::Idle);
+  CHECK(f.st.queued(3) == 1);
+  // A request's child connects without connecting(): rdma_connect's checks leave it alone.
+  Id child;
+  child.child = true;
+  child.state = IdState::Connect;
+  CHECK_FALSE(child.connecting());
+  CHECK(child.addr_resolved());
+  CHECK(std::string(name(IdState::Disconnected)) == "disconnected");
 }
 
 TEST_CASE("UCMA state: a lost uiwarpd fails the connects in progress only", "[ucma]") {
   Fixture f;
   f.st.open_channel(3);
   std::uint32_t a = f.id_on(3), b = f.id_on(3), c = f.id_on(3);
-  f.id(a).connecting = true;
-  f.id(b).connecting = f.id(b).connected = true;
+  f.id(a).state = IdState::Connect;
+  f.id(b).state = IdState::Established;
+  // One whose socket is being attached is past uiwarpd: it completes by itself.
+  f.id(c).state = IdState::Connect;
+  f.id(c).qp_num = 5;
+  f.st.set_attaching(5, true);
   CHECK(f.st.fail_connects(-ECONNABORTED) == 1);
-  CHECK_FALSE(f.id(a).connecting);
+  CHECK_FALSE(f.id(a).connecting());
+  CHECK(f.id(a).state == IdState::AddrResolved);
+  CHECK(f.id(b).state == IdState::Established);
+  CHECK(f.id(c).state == IdState::Connect);
   Event e = f.take(3);
   CHECK(e.resp.id == a);
   CHECK(e.resp.event == RDMA_CM_EVENT_CONNECT_ERROR);
