@@ -143,7 +143,7 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   Session s;
   s.client = c;
   s.id = m.id;
-  s.connecting = true;
+  s.phase = Phase::TcpConnect;
   s.ib = ib;
   s.pd = to_bytes(m.private_data);
   s.ird = static_cast<std::uint16_t>(m.ird);
@@ -157,8 +157,8 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
 
 void Sessions::on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now) {
   Session* s = find(sock);
-  if (!s || !s->connecting) return;
-  s->connecting = false;
+  if (!s || s->phase != Phase::TcpConnect) return;
+  move(*s, {Phase::TcpConnect}, Phase::Exchange);
   s->local = local;
   s->until.reset();
   iwarp::MpaPolicy p = s->policy;
@@ -214,14 +214,14 @@ void Sessions::request_received(Session& s) {
     r.ird = s.policy.ord;
     r.ord = s.policy.ird;
   }
-  s.notified = true;
+  move(s, {Phase::Exchange}, Phase::Notified);
   actions_.push_back(ToClient{s.client, std::move(r)});
 }
 
 void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point now) {
   SockId sock = -1;
   Session* s = by_token(c, m.token, &sock);
-  if (!s || s->accepted || s->mpa->state() != iwarp::MpaState::RequestReceived) {
+  if (!s || s->phase != Phase::Notified || s->mpa->state() != iwarp::MpaState::RequestReceived) {
     proto::AcceptReply r;
     r.token = m.token;
     r.status = s ? ECONNRESET : ENOENT;
@@ -231,7 +231,7 @@ void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point n
   }
   s->mpa->accept(to_bytes(m.private_data), static_cast<std::uint16_t>(m.ird),
                  static_cast<std::uint16_t>(m.ord));
-  s->accepted = true;
+  move(*s, {Phase::Notified}, Phase::Accepted);
   // The AcceptReply (and the socket) go to the client once the MPA Reply is written: the
   // application's rdma_accept returns after it, and perftest posts at once.
   s->until = now + kDrainTimeout;
@@ -242,10 +242,11 @@ void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point n
 void Sessions::on_reject(ClientId c, const proto::Reject& m, Clock::time_point now) {
   SockId sock = -1;
   Session* s = by_token(c, m.token, &sock);
-  if (!s || s->accepted || s->mpa->state() != iwarp::MpaState::RequestReceived) return;
+  if (!s || s->phase != Phase::Notified || s->mpa->state() != iwarp::MpaState::RequestReceived)
+    return;
   ++counters_.rejected;
   s->mpa->reject(to_bytes(m.private_data));
-  s->closing = true;
+  move(*s, {Phase::Notified}, Phase::Closing);
   s->until = now + kDrainTimeout;
   actions_.push_back(Flush{sock});
   step(sock, *s, now);
@@ -255,7 +256,8 @@ void Sessions::on_reject(ClientId c, const proto::Reject& m, Clock::time_point n
 
 std::size_t Sessions::on_bytes(SockId sock, iwarp::ConstBytes in, Clock::time_point now) {
   Session* s = find(sock);
-  if (!s || !s->mpa || s->notified || s->closing || s->held) return 0;
+  // Only the exchange reads: after it the bytes are the data path's, or nobody's.
+  if (!s || !s->mpa || s->phase != Phase::Exchange) return 0;
   std::size_t used = s->mpa->on_bytes(in);
   step(sock, *s, now);
   return used;
@@ -264,12 +266,13 @@ std::size_t Sessions::on_bytes(SockId sock, iwarp::ConstBytes in, Clock::time_po
 void Sessions::on_peer_closed(SockId sock, Clock::time_point now) {
   Session* s = find(sock);
   if (!s) return;
-  if (s->notified && !s->accepted) {
+  if (s->phase == Phase::Notified || s->phase == Phase::IbWaiting) {
     // The initiator left while the client decides: its Accept finds no request.
     end(sock);
     return;
   }
-  if (!s->mpa || s->closing || s->held || s->mpa->state() == iwarp::MpaState::Established) {
+  if (!s->mpa || s->phase == Phase::Closing || s->phase == Phase::Held ||
+      s->mpa->state() == iwarp::MpaState::Established) {
     fail(sock, *s, ECONNRESET, "the peer " + proto::addr_string(s->peer) + " closed the connection",
          now);
     return;
@@ -281,15 +284,14 @@ void Sessions::on_peer_closed(SockId sock, Clock::time_point now) {
 void Sessions::on_socket_error(SockId sock, int error, Clock::time_point now) {
   Session* s = find(sock);
   if (!s) return;
-  if (s->connecting) {
+  if (s->phase == Phase::TcpConnect) {
     connect_reply(*s, error,
                   "connect to " + proto::addr_string(s->peer) + ": " + errno_text(error));
     end(sock);
     return;
   }
-  s->closing = true; // nothing more can be written
-  fail(sock, *s, ECONNRESET,
-       "connection with " + proto::addr_string(s->peer) + ": " + errno_text(error), now);
+  fail(sock, *s, ECONNRESET, // nothing more can be written
+       "connection with " + proto::addr_string(s->peer) + ": " + errno_text(error), now, Drain::No);
 }
 
 iwarp::ConstBytes Sessions::output(SockId sock) const {
@@ -307,7 +309,7 @@ void Sessions::consume_output(SockId sock, std::size_t n, Clock::time_point now)
 // What the MPA machine's state asks for next.
 void Sessions::step(SockId sock, Session& s, Clock::time_point now) {
   const bool drained = s.mpa->output().empty();
-  if (s.closing) {
+  if (s.phase == Phase::Closing) {
     if (drained) end(sock);
     return;
   }
@@ -315,15 +317,16 @@ void Sessions::step(SockId sock, Session& s, Clock::time_point now) {
   case iwarp::MpaState::AwaitRequest:
   case iwarp::MpaState::AwaitReply: return;
   case iwarp::MpaState::RequestReceived:
-    if (s.ib && !s.notified && !s.accepted)
+    if (s.phase != Phase::Exchange) return; // asked already
+    if (s.ib)
       ib_request(sock, s, now);
-    else if (!s.ib && !s.notified)
+    else
       request_received(s);
     return;
   case iwarp::MpaState::Established:
     if (drained) established(sock, s, now);
     return;
-  case iwarp::MpaState::Rejected: // only an initiator gets here: we reject with closing set
+  case iwarp::MpaState::Rejected: // only an initiator gets here: we reject in Closing
     ++counters_.rejected_by_peer;
     connect_reply(s, ECONNREFUSED, "the peer rejected the connection");
     end(sock);
@@ -338,7 +341,7 @@ void Sessions::step(SockId sock, Session& s, Clock::time_point now) {
 
 void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
   if (s.mpa->role() == iwarp::MpaRole::Responder) {
-    if (!s.accepted) return;
+    if (s.phase != Phase::Accepted) return;
     ++counters_.accepted;
     if (s.ib) { // IB-style connect: reported as the initiator's is
       proto::ConnectReply r;
@@ -357,15 +360,15 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
     hand_over(sock, s, std::move(r), now);
     return;
   }
-  if (!s.held && policy_.first_fpdu_delay.count() > 0) {
+  if (s.phase == Phase::Exchange && policy_.first_fpdu_delay.count() > 0) {
     // Hold the connection, unread (the peer's first bytes are the data path's), until
     // on_timer hands it over; see SessionPolicy::first_fpdu_delay.
-    s.held = true;
+    move(s, {Phase::Exchange}, Phase::Held);
     s.until = now + policy_.first_fpdu_delay;
     actions_.push_back(Flush{sock});
     return;
   }
-  if (s.held && now < *s.until) return;
+  if (s.phase == Phase::Held && now < *s.until) return;
   ++counters_.connected;
   proto::ConnectReply r;
   r.id = s.id;
@@ -437,21 +440,27 @@ void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::str
 // The session failed: its client hears it (an initiator's connect, a responder's accept),
 // what the MPA machine still has to say (a Terminate, a Rev1 Reply) drains, then it closes.
 void Sessions::fail(SockId sock, Session& s, int status, const std::string& why,
-                    Clock::time_point now) {
-  if (!s.mpa || s.mpa->role() == iwarp::MpaRole::Initiator || (s.ib && s.accepted)) {
+                    Clock::time_point now, Drain drain) {
+  // A session already closing has said what it had to (a reject, or an earlier failure).
+  const bool accepted = s.phase == Phase::Accepted;
+  const bool said = s.phase == Phase::Closing;
+  if (!said && (!s.mpa || s.mpa->role() == iwarp::MpaRole::Initiator || (s.ib && accepted))) {
     connect_reply(s, status, why);
-  } else if (s.accepted) {
+  } else if (!said && accepted) {
     proto::AcceptReply r;
     r.token = s.token;
     r.status = status;
     r.reason = why;
     actions_.push_back(ToClient{s.client, std::move(r)});
   }
-  if (s.closing || !s.mpa || s.mpa->output().empty()) {
+  if (drain == Drain::No || s.phase == Phase::Closing || !s.mpa || s.mpa->output().empty()) {
     end(sock);
     return;
   }
-  s.closing = true;
+  move(s,
+       {Phase::TcpConnect, Phase::Exchange, Phase::Notified, Phase::IbWaiting, Phase::Accepted,
+        Phase::Held},
+       Phase::Closing);
   s.until = now + kDrainTimeout;
   actions_.push_back(Flush{sock});
 }
@@ -480,6 +489,26 @@ void Sessions::on_client_gone(ClientId c) {
   }
   std::erase_if(handed_, [c](const HandedView& h) { return h.client == c; });
   std::erase_if(ib_waits_, [c](const IbWait& w) { return w.client == c; });
+}
+
+// ---- the lifecycle ----
+
+const char* name(Phase p) {
+  static constexpr const char* kNames[] = {
+      "tcp connect",       "MPA exchange",      "awaiting accept", "awaiting IB-style QP",
+      "sending MPA reply", "established, held", "closing"};
+  static_assert(std::size(kNames) == static_cast<std::size_t>(Phase::Closing) + 1);
+  return kNames[static_cast<std::size_t>(p)];
+}
+
+bool Sessions::move(Session& s, std::initializer_list<Phase> from, Phase to) {
+  if (std::find(from.begin(), from.end(), s.phase) != from.end()) {
+    s.phase = to;
+    return true;
+  }
+  log(std::string("uiwarpd: a session with ") + proto::addr_string(s.peer) + " in phase \"" +
+      name(s.phase) + "\" cannot go to \"" + name(to) + "\"; it stays");
+  return false;
 }
 
 // ---- time ----
@@ -520,15 +549,15 @@ void Sessions::on_timer(Clock::time_point now) {
     if (session_deadline(s) <= now) late.push_back(fd);
   for (SockId sock : late) {
     Session& s = sessions_.at(sock);
-    if (s.held) {
+    if (s.phase == Phase::Held) {
       established(sock, s, now);
       continue;
     }
-    if (s.closing) {
+    if (s.phase == Phase::Closing) {
       end(sock);
       continue;
     }
-    if (s.ib_waiting) {
+    if (s.phase == Phase::IbWaiting) {
       ib_refuse(sock, s,
                 "IB-style connect from " + proto::addr_string(s.peer) + " (QP " +
                     ib::qpn_string(s.ib_req.src_qpn) + "): no QP " +
@@ -540,8 +569,7 @@ void Sessions::on_timer(Clock::time_point now) {
     log(why);
     ++counters_.timeouts;
     if (s.mpa) s.mpa->on_timer(now);
-    s.closing = true; // a peer that does not answer gets nothing more
-    fail(sock, s, ETIMEDOUT, why, now);
+    fail(sock, s, ETIMEDOUT, why, now, Drain::No); // a peer that does not answer gets nothing more
   }
 }
 
@@ -559,15 +587,17 @@ const Sessions::Session* Sessions::find(SockId sock) const {
 Interest Sessions::interest(SockId sock) const {
   if (listeners_.count(sock)) return Interest::Accept;
   const Session* s = find(sock);
-  if (!s || s->held) return Interest::None;
-  if (s->connecting || (s->mpa && !s->mpa->output().empty())) return Interest::Writable;
-  if ((s->notified && !s->accepted) || s->closing) return Interest::Hangup;
+  if (!s || s->phase == Phase::Held) return Interest::None;
+  if (s->phase == Phase::TcpConnect || (s->mpa && !s->mpa->output().empty()))
+    return Interest::Writable;
+  if (s->phase == Phase::Notified || s->phase == Phase::IbWaiting || s->phase == Phase::Closing)
+    return Interest::Hangup;
   return Interest::Readable;
 }
 
 bool Sessions::connecting(SockId sock) const {
   const Session* s = find(sock);
-  return s && s->connecting;
+  return s && s->phase == Phase::TcpConnect;
 }
 
 std::vector<ListenerView> Sessions::listeners() const {
@@ -580,12 +610,7 @@ std::vector<ListenerView> Sessions::listeners() const {
 std::vector<SessionView> Sessions::sessions() const {
   std::vector<SessionView> out;
   for (const auto& [fd, s] : sessions_) {
-    std::string st = s.connecting                                 ? "tcp connect"
-                     : s.held                                     ? "established, held"
-                     : s.closing                                  ? "closing"
-                     : s.ib_waiting                               ? "awaiting IB-style QP"
-                     : s.accepted                                 ? "sending MPA reply"
-                     : s.notified                                 ? "awaiting accept"
+    std::string st = s.phase != Phase::Exchange                   ? name(s.phase)
                      : s.mpa->role() == iwarp::MpaRole::Initiator ? "awaiting MPA reply"
                                                                   : "awaiting MPA request";
     out.push_back(SessionView{s.client, s.local, s.peer, st});

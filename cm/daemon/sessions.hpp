@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -91,6 +92,22 @@ struct ListenerView {
   ClientId client;
   sockaddr_storage addr;
 };
+// A session's lifecycle, from the TCP connection to the hand-over (or the close):
+//   initiator  TcpConnect -> Exchange -> [Held ->] handed over
+//   responder  Exchange -> Notified -> Accepted -> handed over     (Notified -> Closing: Reject)
+//   IB-style   Exchange -> [IbWaiting ->] Accepted -> handed over  (-> Closing: no such QP)
+//   any        -> Closing (a failure, whose Terminate or Rev1 Reply drains) -> closed
+enum class Phase : std::uint8_t {
+  TcpConnect, // initiator: the TCP connect is in progress
+  Exchange,   // the MPA Request and Reply on their way (either role)
+  Notified,   // responder: ConnRequest sent, the client decides
+  IbWaiting,  // responder, IB-style: the Request names a QP that does not wait (yet)
+  Accepted,   // responder: accepted (by the client, or an IB-style QP), the Reply being written
+  Held,       // initiator: established, held for first_fpdu_delay before the hand-over
+  Closing,    // rejected, or failed: what the MPA machine still has to say drains, then close
+};
+const char* name(Phase p);
+
 struct SessionView {
   ClientId client;
   sockaddr_storage local, peer;
@@ -220,22 +237,23 @@ private:
     std::uint64_t id = 0;    // initiator: the client's connect id; responder: its listen id
     std::uint64_t token = 0; // responder: the handle Accept and Reject name
     std::optional<iwarp::MpaStartup> mpa;
-    iwarp::MpaPolicy policy;   // uiwarpd's, with the listener's or the Connect's overrides
-    bool connecting = false;   // initiator: TCP connect in progress
-    bool notified = false;     // responder: ConnRequest sent, awaiting Accept/Reject
-    bool accepted = false;     // responder: Accept received, the Reply is being written
-    bool closing = false;      // rejected, a Terminate or a Reply Rev1 being written
-    std::vector<std::byte> pd; // initiator: private data for the Request
+    iwarp::MpaPolicy policy;       // uiwarpd's, with the listener's or the Connect's overrides
+    Phase phase = Phase::Exchange; // changed by move() only
+    std::vector<std::byte> pd;     // initiator: private data for the Request
     std::uint16_t ird = 0, ord = 0;
-    bool held = false;       // initiator: established, held for first_fpdu_delay
-    bool ib = false;         // IB-style connect (either role)
-    bool ib_waiting = false; // responder: the Request names a QP that does not wait (yet)
+    bool ib = false; // IB-style connect (either role)
     ib::Request ib_req;
     // Instead of the MPA machine's deadline: the TCP connect's, the hold's, or how long a
     // Reply or Terminate may take to drain (the peer does not read).
     std::optional<Clock::time_point> until;
     sockaddr_storage local{}, peer{};
   };
+
+  // Moves `s` to `to` if it is in one of `from` and says true; else says false, logs the
+  // refused transition (a mistake of uiwarpd's own) and leaves the session as it was.
+  bool move(Session& s, std::initializer_list<Phase> from, Phase to);
+  // Whether fail() still drains what the MPA machine has to say, or closes at once.
+  enum class Drain { Yes, No };
 
   // How long a Reply (accepted or rejected) or a Terminate may take to drain before the
   // session gives up on a peer that does not read.
@@ -256,7 +274,8 @@ private:
   void established(SockId sock, Session& s, Clock::time_point now);
   void hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now);
   void connect_reply(Session& s, int status, const std::string& reason);
-  void fail(SockId sock, Session& s, int status, const std::string& why, Clock::time_point now);
+  void fail(SockId sock, Session& s, int status, const std::string& why, Clock::time_point now,
+            Drain drain = Drain::Yes);
   void end(SockId sock);
   void log(std::string line) { actions_.push_back(Log{std::move(line)}); }
   Clock::time_point session_deadline(const Session& s) const;

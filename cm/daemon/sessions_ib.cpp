@@ -29,7 +29,7 @@ void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_poi
            now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout)};
   // Its peer may have come first: a held Request that names it.
   for (auto& [fd, s] : sessions_) {
-    if (s.ib_waiting && ib_names(s, w)) {
+    if (s.phase == Phase::IbWaiting && ib_names(s, w)) {
       ib_accept(fd, s, w, now);
       return;
     }
@@ -57,8 +57,8 @@ void Sessions::ib_request(SockId sock, Session& s, Clock::time_point now) {
     ib_accept(sock, s, found, now);
     return;
   }
-  s.notified = true; // nobody to ask: hold it (Hangup) until its QP waits, or the timeout
-  s.ib_waiting = true;
+  // Nobody to ask: hold it (Hangup) until its QP waits, or the timeout.
+  move(s, {Phase::Exchange}, Phase::IbWaiting);
   s.until = now + s.policy.timeout;
 }
 
@@ -72,8 +72,7 @@ bool Sessions::ib_names(const Session& s, const IbWait& w) {
 void Sessions::ib_accept(SockId sock, Session& s, const IbWait& w, Clock::time_point now) {
   s.client = w.client;
   s.id = w.id;
-  s.ib_waiting = false;
-  s.accepted = true;
+  move(s, {Phase::Exchange, Phase::IbWaiting}, Phase::Accepted);
   s.mpa->accept({}, w.ird ? w.ird : s.policy.ird, w.ord ? w.ord : s.policy.ord);
   s.until = now + kDrainTimeout;
   actions_.push_back(Flush{sock});
@@ -87,9 +86,8 @@ void Sessions::ib_refuse(SockId sock, Session& s, const std::string& why, Clock:
   ++counters_.rejected;
   const std::string text = why.substr(0, std::min<std::size_t>(policy_.mpa.max_private_data, 255));
   std::vector<std::byte> pd = to_bytes({text.begin(), text.end()});
-  s.ib_waiting = false;
   s.mpa->reject(std::move(pd));
-  s.closing = true;
+  move(s, {Phase::Exchange, Phase::IbWaiting}, Phase::Closing);
   s.until = now + kDrainTimeout;
   actions_.push_back(Flush{sock});
   step(sock, s, now);

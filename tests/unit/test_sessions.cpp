@@ -207,6 +207,12 @@ TEST_CASE("MPA-056 uiwarpd Reject: the Reply has R=1 and the client's private da
   CHECK(d.s.counters().rejected == 1);
   CHECK(d.s.interest(kSock) == Interest::Writable);
   CHECK(d.s.sessions()[0].state == "closing");
+  // Answered: a later Accept or Reject of it changes nothing (Closing leaves only to close).
+  d.s.on_accept(kClient, proto::Accept{cr.token, {}, 1, 1}, d.now);
+  d.s.on_reject(kClient, proto::Reject{cr.token, u8("again")}, d.now);
+  CHECK(d.step() == Lines{"to 7 AcceptReply"}); // status ECONNRESET: it is gone
+  CHECK(d.s.sessions()[0].state == "closing");
+  CHECK(d.s.counters().rejected == 1);
   const Bytes reply = d.write();
   CHECK(hex(reply) == hex(raw_reply(kC | kR | kS, 2, enh(16, 16) + text("no"))));
   CHECK(d.step() == Lines{"close 21"});
