@@ -30,6 +30,8 @@
 #include "shim_paths.hpp"
 #include "shim_real.hpp"
 #include "ucma.hpp"
+#include "ucma_emu.hpp"
+#include "uiwarp/provider_api.hpp"
 
 #include <cerrno>
 #include <cstdarg>
@@ -109,6 +111,25 @@ int fcntl_common(RealSym& sym, int fd, int cmd, void* arg) {
 
 SHIM_EXPORT int uiwarp_shim_comp_channel_wfd(int channel_fd) {
   return comp_channel_wfd(channel_fd);
+}
+
+// The shim's half of the provider hand-shake (provider_api.hpp): its ops, if the ABIs agree.
+namespace {
+void qp_event(std::uint32_t qp_num, uiwarp::QpEvent event, const char* reason) noexcept {
+  uiwarp::ucma::Ucma::get().qp_event(qp_num, event, reason);
+}
+int ib_connect(std::uint32_t qp_num, const uiwarp::IbTarget& t) noexcept {
+  return uiwarp::ucma::Ucma::get().ib_connect(qp_num, t);
+}
+void ib_cancel(std::uint32_t qp_num) noexcept { uiwarp::ucma::Ucma::get().ib_cancel(qp_num); }
+int channel_wfd(int channel_fd) noexcept { return comp_channel_wfd(channel_fd); }
+constexpr uiwarp::ShimOps kShimOps = {uiwarp::kProviderAbi, qp_event, ib_connect, ib_cancel,
+                                      channel_wfd};
+} // namespace
+
+SHIM_EXPORT const uiwarp::ShimOps*
+uiwarp_shim_register_provider(const uiwarp::ProviderOps* ops) noexcept {
+  return uiwarp::ucma::Ucma::get().register_provider(ops) ? &kShimOps : nullptr;
 }
 
 SHIM_EXPORT int uiwarp_shim_is_uverbs_fd(int fd) { return kind_of(fd) == kUverbs; }

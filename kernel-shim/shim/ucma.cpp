@@ -364,21 +364,4 @@ void fix_stat(struct stat* st) {
   st->st_rdev = makedev(10, 58); // misc device, as the kernel's rdma_cm
 }
 
-namespace {
-void qp_event(std::uint32_t qp_num, QpEvent event, const char* reason) noexcept {
-  Ucma::get().qp_event(qp_num, event, reason);
-}
-int ib_connect(std::uint32_t qp_num, const IbTarget& t) noexcept {
-  return Ucma::get().ib_connect(qp_num, t);
-}
-void ib_cancel(std::uint32_t qp_num) noexcept { Ucma::get().ib_cancel(qp_num); }
-constexpr ShimOps kShimOps = {kProviderAbi, qp_event, ib_connect, ib_cancel};
-} // namespace
-
 } // namespace uiwarp::ucma
-
-// The shim's half of the provider hand-shake (provider_api.hpp).
-extern "C" __attribute__((visibility("default"))) const uiwarp::ShimOps*
-uiwarp_shim_register_provider(const uiwarp::ProviderOps* ops) noexcept {
-  return uiwarp::ucma::Ucma::get().register_provider(ops) ? &uiwarp::ucma::kShimOps : nullptr;
-}

@@ -97,13 +97,10 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   if (int err = ctx->progress->add(qp)) {
     qp->engine.reset();
     qp->fd = -1;
-    qp->state = IBV_QPS_ERR;
+    qp->set_state(IBV_QPS_ERR);
     return err;
   }
-  if (!ib) {
-    qp->state = IBV_QPS_RTS;
-    qp->vqp.qp.state = IBV_QPS_RTS;
-  }
+  if (!ib) qp->set_state(IBV_QPS_RTS);
   qp->ib_pending = false;
   // Sends posted while an IB-style connect was under way, in order.
   for (; !qp->pending_send.empty(); qp->pending_send.pop_front()) {

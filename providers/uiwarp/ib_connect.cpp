@@ -96,8 +96,7 @@ void ib_failed(std::uint32_t qp_num, int /*error*/, const char* /*reason*/) noex
     std::lock_guard lock(qp->mu);
     if (qp->ib_pending && !qp->engine) {
       qp->ib_pending = false;
-      qp->state = IBV_QPS_ERR;
-      qp->vqp.qp.state = IBV_QPS_ERR;
+      qp->set_state(IBV_QPS_ERR);
       qp->flush(); // the shim logged why
       qp->ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&qp->vqp.qp),
                                   IBV_EVENT_QP_FATAL);

@@ -79,8 +79,8 @@ struct Context {
   iwarp::MemoryTable mem; // the STag table, behind its own reader-writer lock
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
-  int (*comp_channel_wfd)(int) = nullptr; // from libuiwarp-shim.so
-  std::unique_ptr<Progress> progress;     // started by the first connected QP
+  int (*comp_channel_wfd)(int) noexcept = nullptr; // ShimOps::comp_channel_wfd, if any
+  std::unique_ptr<Progress> progress;              // started by the first connected QP
   // Every QP, for polls that adopt QPs whose own CQs nobody polls (Cq::drive).
   std::shared_mutex qps_mu;
   std::vector<Qp*> all_qps;
@@ -182,7 +182,7 @@ struct Qp {
   std::atomic<int> refs{1};
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
-  ibv_qp_state state = IBV_QPS_RESET;
+  ibv_qp_state state = IBV_QPS_RESET; // what ibv_query_qp says; set_state() only
   int access = 0;
   std::uint32_t pd_id = 0;
   Srq* srq = nullptr;
@@ -239,6 +239,15 @@ struct Qp {
   Cq* send_cq() { return Cq::of(vqp.qp.send_cq); }
   Cq* recv_cq() { return Cq::of(vqp.qp.recv_cq); }
   bool connected() const { return engine && fd >= 0; }
+  // The verbs state is kept in two places, Qp::state (ibv_query_qp) and vqp.qp.state (the
+  // ibv_qp libibverbs hands out); the engine's iwarp::QpState follows the connection on its
+  // own. They change together here, with one exception at creation: the ibv_qp says RESET
+  // (ibv_cmd_create_qp sets it for every device) while ibv_query_qp says INIT, as on an RNIC
+  // (siw reports its IDLE as INIT); rdma-core's tests/test_qp.py checks both.
+  void set_state(ibv_qp_state s) {
+    state = s;
+    vqp.qp.state = s;
+  }
 
   void ref() { refs.fetch_add(1, std::memory_order_relaxed); }
   void unref(); // frees the QP with the last reference

@@ -217,8 +217,7 @@ void Qp::after_io() {
   iwarp::QpState s = engine->state();
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
-      state = IBV_QPS_ERR;
-      vqp.qp.state = IBV_QPS_ERR;
+      set_state(IBV_QPS_ERR);
       if (!peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
         ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
     }

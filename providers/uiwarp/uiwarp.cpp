@@ -4,12 +4,12 @@
 // set-up; the verbs live in verbs_*.cpp and the ops table below maps them.
 #include "provider.hpp"
 #include "uiwarp/log.hpp"
+#include "uiwarp/provider_api.hpp"
 #include "uiwarp/sysfs_layout.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <fstream>
 #include <mutex>
@@ -103,8 +103,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
   // One progress engine per context, so a single completion vector.
   ctx->vctx.context.num_comp_vectors = 1;
   ctx->async_wfd = p[1];
-  ctx->comp_channel_wfd =
-      reinterpret_cast<int (*)(int)>(::dlsym(RTLD_DEFAULT, "uiwarp_shim_comp_channel_wfd"));
+  ctx->comp_channel_wfd = shim() ? shim()->comp_channel_wfd : nullptr;
   verbs_set_ops(&ctx->vctx, &kOps);
   return &ctx->vctx;
 }

@@ -197,9 +197,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) noexcept {
   q.pd = a->pd;
   q.srq = a->srq;
   q.qp_type = IBV_QPT_RC;
-  // As over the kernel: the ibv_qp that libibverbs hands out says RESET (ibv_cmd_create_qp sets
-  // it for every device), while ibv_query_qp on an RNIC says INIT (siw reports its IDLE as
-  // INIT). rdma-core's tests/test_qp.py checks both.
+  // The one place the two copies differ (Qp::set_state).
   qp->state = IBV_QPS_INIT;
   q.state = IBV_QPS_RESET;
   q.handle = q.qp_num;
@@ -297,8 +295,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       break;
     default: return EINVAL;
     }
-    qp->state = to;
-    ibqp->state = to;
+    qp->set_state(to);
   }
   if (mask & IBV_QP_ACCESS_FLAGS) qp->access = attr->qp_access_flags;
   return 0;

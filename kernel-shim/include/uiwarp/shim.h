@@ -26,10 +26,9 @@
  *     while CQs still use the channel, so a provider that stops writing when the CQ is destroyed
  *     is safe. Do not close() it; dup() it if a longer lifetime is ever needed.
  *
- * The provider should look the function up at run time, so that it also loads when the shim is
- * not preloaded (then comp channels are not available):
- *     typedef int (*wfd_fn)(int);
- *     wfd_fn f = (wfd_fn)dlsym(RTLD_DEFAULT, "uiwarp_shim_comp_channel_wfd");
+ * The uiwarp provider gets the function in the shim's versioned ops (ShimOps::comp_channel_wfd,
+ * uiwarp/provider_api.hpp), so that it also loads when the shim is not preloaded (then comp
+ * channels are not available); other tools (the tests) may look it up by name with dlsym.
  *
  * All functions here are thread-safe and never throw.
  */

@@ -16,6 +16,8 @@
 //                                                       vector; attach() or ib_failed() follows
 //                      ib_cancel(qp_num)                    the QP left RTR/RTS or was destroyed
 //   shim -> provider   ib_failed(qp_num, errno, reason)     the peer never came (QP to ERR)
+//   provider -> shim   comp_channel_wfd(channel fd)         where a CQ's completion event is
+//                                                       written (uiwarp/shim.h)
 #pragma once
 
 #include "iwarp/conn_params.hpp"
@@ -26,7 +28,7 @@
 namespace uiwarp {
 
 // Raised whenever anything below changes shape.
-inline constexpr std::uint32_t kProviderAbi = 5;
+inline constexpr std::uint32_t kProviderAbi = 6;
 
 enum class QpEvent : std::uint32_t {
   Disconnected = 1, // graceful close finished, or the peer closed
@@ -62,6 +64,9 @@ struct ShimOps {
   // logged (ENOTCONN: no uiwarpd).
   int (*ib_connect)(std::uint32_t qp_num, const IbTarget& target) noexcept;
   void (*ib_cancel)(std::uint32_t qp_num) noexcept;
+  // The write end of completion channel `channel_fd` (ibv_comp_channel::fd), or -1: the CQ's
+  // event is one 8-octet record, its ibv_cq* (uiwarp/shim.h has the rules).
+  int (*comp_channel_wfd)(int channel_fd) noexcept;
 };
 
 // The shim's entry point, as the provider looks it up with dlsym(RTLD_DEFAULT, ...).
