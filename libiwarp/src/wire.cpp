@@ -69,26 +69,44 @@ constexpr std::string_view kOpcodeNames[16] = {
     "reserved (0xF)",
 };
 
-// RFC 5040 §4.1 Fig. 4, RFC 7306 §4.1.
-//                              valid  7306   tagged qn rdmap_hdr            payload inval  se
+// RFC 5040 §4.1 Fig. 4, RFC 7306 §4.1 (as siw's iwarp_pktinfo[]): what each opcode carries; a
+// field left out is false or 0.
 constexpr OpcodeInfo kOpcodes[16] = {
-    /* 0x0 */ {true, false, true, 0, 0, true, false, false},
-    /* 0x1 */ {true, false, false, kQnReadRequest, kReadRequestHdrLen, false, false, false},
-    /* 0x2 */ {true, false, true, 0, 0, true, false, false},
-    /* 0x3 */ {true, false, false, kQnSend, 0, true, false, false},
-    /* 0x4 */ {true, false, false, kQnSend, 0, true, true, false},
-    /* 0x5 */ {true, false, false, kQnSend, 0, true, false, true},
-    /* 0x6 */ {true, false, false, kQnSend, 0, true, true, true},
-    /* 0x7 */ {true, false, false, kQnTerminate, kTerminateCtrlLen, true, false, false},
-    /* 0x8 */ {true, true, false, kQnSend, kImmediateDataLen, false, false, false},
-    /* 0x9 */ {true, true, false, kQnSend, kImmediateDataLen, false, false, true},
-    /* 0xA */ {true, true, false, kQnReadRequest, kAtomicRequestHdrLen, false, false, false},
-    /* 0xB */ {true, true, false, kQnAtomicResponse, kAtomicResponseHdrLen, false, false, false},
+    /* 0x0 RDMA Write */ {.valid = true, .tagged = true, .payload = true},
+    /* 0x1 RDMA Read Request */
+    {.valid = true, .qn = kQnReadRequest, .rdmap_hdr = kReadRequestHdrLen},
+    /* 0x2 RDMA Read Response */ {.valid = true, .tagged = true, .payload = true},
+    /* 0x3 Send */ {.valid = true, .qn = kQnSend, .payload = true},
+    /* 0x4 Send with Invalidate */
+    {.valid = true, .qn = kQnSend, .payload = true, .invalidate = true},
+    /* 0x5 Send with SE */ {.valid = true, .qn = kQnSend, .payload = true, .solicited = true},
+    /* 0x6 Send with SE and Invalidate */
+    {.valid = true, .qn = kQnSend, .payload = true, .invalidate = true, .solicited = true},
+    /* 0x7 Terminate */
+    {.valid = true, .qn = kQnTerminate, .rdmap_hdr = kTerminateCtrlLen, .payload = true},
+    /* 0x8 Immediate Data */
+    {.valid = true, .rfc7306 = true, .qn = kQnSend, .rdmap_hdr = kImmediateDataLen},
+    /* 0x9 Immediate Data with SE */
+    {.valid = true,
+     .rfc7306 = true,
+     .qn = kQnSend,
+     .rdmap_hdr = kImmediateDataLen,
+     .solicited = true},
+    /* 0xA Atomic Request */
+    {.valid = true, .rfc7306 = true, .qn = kQnReadRequest, .rdmap_hdr = kAtomicRequestHdrLen},
+    /* 0xB Atomic Response */
+    {.valid = true, .rfc7306 = true, .qn = kQnAtomicResponse, .rdmap_hdr = kAtomicResponseHdrLen},
     /* 0xC */ {},
     /* 0xD */ {},
     /* 0xE */ {},
     /* 0xF */ {},
 };
+// The table above, checked against its old positional form for the rows that are easy to get
+// wrong: the tagged opcodes, the invalidating Sends, the SE ones.
+static_assert(kOpcodes[0x0].tagged && kOpcodes[0x2].tagged && !kOpcodes[0x1].tagged);
+static_assert(kOpcodes[0x4].invalidate && kOpcodes[0x6].invalidate && !kOpcodes[0x5].invalidate);
+static_assert(kOpcodes[0x5].solicited && kOpcodes[0x6].solicited && kOpcodes[0x9].solicited);
+static_assert(!kOpcodes[0xC].valid && kOpcodes[0xB].rfc7306 && !kOpcodes[0x7].rfc7306);
 
 } // namespace
 

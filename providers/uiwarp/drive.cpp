@@ -64,7 +64,8 @@ std::string Counters::describe() const {
 //    (kFlushNs, or two posts' transmit time if longer) if no poll comes. A ping-pong polls for
 //    each completion between its posts, so its posts always go at once.
 // Back to back means sooner than a post that transmits takes (at least kBackToBackNs), so the
-// rule follows the machine (under TCG a sendmsg takes 60-200 us and posts come 2-5 us apart).
+// rule follows the machine: under emulation a sendmsg takes far longer than a program's gap
+// between posts (docs/performance.md).
 // Nothing is held while the send CQ is armed: the program is about to sleep.
 QpDrive::PostAction QpDrive::on_post(const Post& p, Ns now) {
   const bool back_to_back = now - post_end_ < std::max(kBackToBackNs, tx_cost_);

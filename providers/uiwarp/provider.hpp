@@ -93,11 +93,6 @@ struct Context {
   void add_drive_counters(const drive::Counters& c);
   ~Context();
 
-  static Context* of(ibv_context* c) {
-    // vctx is Context's first member, so only ibv_context's offset in it counts.
-    return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) -
-                                      offsetof(verbs_context, context));
-  }
   // Queues an async event (IBV_EVENT_*) for ibv_get_async_event.
   void post_async_event(std::uint64_t element, std::uint32_t type);
   // Starts the progress thread unless it runs: 0 or ENOMEM.
@@ -119,8 +114,6 @@ struct Mr {
   std::uint32_t pd_id;
 };
 
-inline struct Pd* pd_of(ibv_pd* p) { return reinterpret_cast<struct Pd*>(p); }
-
 struct Cq {
   verbs_cq vcq;
   bool extended = false;
@@ -135,7 +128,13 @@ struct Cq {
   bool overflowed = false;
   std::uint64_t wc_flags_ex = 0; // ibv_cq_init_attr_ex.wc_flags
   ibv_wc current{};              // the entry an extended poll is on
-  std::atomic<int> users{0};     // QPs
+  // The extended poll holds the CQ from start_poll to end_poll (the API keeps the current
+  // entry in the shared ibv_cq_ex), but not by `mu`: between the two the program may post, and
+  // a post adds completions under `mu` (a flush in ERR, a reaped send), from this thread or the
+  // progress thread; holding `mu` over the program's code deadlocked both ways. This lock
+  // serialises extended pollers; nobody adding completions takes it.
+  std::mutex poll_mu;
+  std::atomic<int> users{0}; // QPs
   // The QPs a poll of this CQ drives (it is their send or receive CQ), and how many of
   // them are parked (progress.cpp).
   std::shared_mutex qps_mu;
@@ -143,9 +142,7 @@ struct Cq {
   std::atomic<int> parked{0};
   drive::CqDrive drv; // when it was polled, and whether an idle poller gives way (drive.hpp)
 
-  static Cq* of(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
-  static Cq* of(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
-  Context* ctx() { return Context::of(vcq.cq.context); }
+  Context* ctx();
   // Adds completions; signals the channel if armed (and solicited, when asked).
   void push(const ibv_wc& wc, bool solicited);
   // A poll's first step: true if the ring holds completions, driving this CQ's QPs when it is
@@ -233,11 +230,9 @@ struct Qp {
   iwarp::Ring<iwarp::SendWr> wr_batch;
   int wr_error = 0;
 
-  static Qp* of(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
-  static Qp* of(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
-  Context* ctx() { return Context::of(vqp.qp.context); }
-  Cq* send_cq() { return Cq::of(vqp.qp.send_cq); }
-  Cq* recv_cq() { return Cq::of(vqp.qp.recv_cq); }
+  Context* ctx();
+  Cq* send_cq();
+  Cq* recv_cq();
   bool connected() const { return engine && fd >= 0; }
   // The verbs state is kept in two places, Qp::state (ibv_query_qp) and vqp.qp.state (the
   // ibv_qp libibverbs hands out); the engine's iwarp::QpState follows the connection on its
@@ -259,6 +254,10 @@ struct Qp {
   // Moves the engine's completions to the CQs; `until_flushed`: only those before the first
   // flushed one.
   void reap(bool until_flushed = false);
+  // A work request that never reached the engine (posted in ERR, or held before a connection
+  // that did not come) completes with IBV_WC_WR_FLUSH_ERR on its CQ.
+  void flush_completion(const iwarp::RecvWr& w);
+  void flush_completion(const iwarp::SendWr& w);
   // Flushes everything outstanding (QP to ERR).
   void flush();
   // The log lines of qp_report.cpp: "connection A -> B, QP 0x..."; why the connection ended
@@ -298,6 +297,26 @@ struct Qp {
   // Drops the connection and the engine (QP to RESET, destroy).
   void detach();
 };
+
+// From the libibverbs object to the provider's, as rdma-core's providers do it (rxe's to_r*()):
+// each provider object begins with the libibverbs object it hands out, so the downcast is a
+// cast; Context's ibv_context sits inside its first member, verbs_context.
+inline Device* to_dev(ibv_device* d) { return reinterpret_cast<Device*>(d); }
+inline Device* to_dev(verbs_device* d) { return reinterpret_cast<Device*>(d); }
+inline Context* to_ctx(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<char*>(c) - offsetof(verbs_context, context));
+}
+inline Pd* to_pd(ibv_pd* p) { return reinterpret_cast<Pd*>(p); }
+inline Mr* to_mr(verbs_mr* m) { return reinterpret_cast<Mr*>(m); }
+inline Cq* to_cq(ibv_cq* c) { return reinterpret_cast<Cq*>(c); }
+inline Cq* to_cq(ibv_cq_ex* c) { return reinterpret_cast<Cq*>(c); }
+inline Qp* to_qp(ibv_qp* q) { return reinterpret_cast<Qp*>(q); }
+inline Qp* to_qp(ibv_qp_ex* q) { return reinterpret_cast<Qp*>(q); }
+inline Srq* to_srq(ibv_srq* s) { return reinterpret_cast<Srq*>(s); }
+inline Context* Cq::ctx() { return to_ctx(vcq.cq.context); }
+inline Context* Qp::ctx() { return to_ctx(vqp.qp.context); }
+inline Cq* Qp::send_cq() { return to_cq(vqp.qp.send_cq); }
+inline Cq* Qp::recv_cq() { return to_cq(vqp.qp.recv_cq); }
 
 // QPN -> QP registry for the CM (verbs_qp.cpp); not used on the data path. The QP comes
 // with a reference taken (unref() it), so a concurrent destroy_qp cannot free it.

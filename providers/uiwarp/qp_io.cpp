@@ -28,8 +28,8 @@ namespace {
 // payload, or a frame's tail in a short frame (a 64 KiB Write is a 64,754-octet and a
 // 782-octet FPDU). A full kStaging read from there takes most of the next large payload
 // through the staging buffer, and the next read starts inside a payload again (64 KiB reads
-// against 65,578 octets per Write drift by 42 octets a Write): in ib_write_bw -s 65536, 1-23%
-// of the receiver's reads took 64 KiB twice through a copy. So after a direct read, a staged read
+// against 65,578 octets per Write drift by 42 octets a Write), and the receiver copied many
+// payloads twice. So after a direct read, a staged read
 // takes only what is left of the span and kDirectTail more, until a staged read comes back
 // full (the stream has small frames again, which a full kStaging read batches).
 constexpr std::size_t kDirectRead = 16 << 10;
@@ -50,8 +50,8 @@ void Qp::drive(Driver who, drive::Ns now) {
   bool retry_full = drv.retry_full(who, want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
   // at once, it would have gone before a close that this read may find, and a close found
-  // first flushes it. ibv_srq_pingpong's last Send was flushed so, 2 runs in 100 on a busy
-  // machine: the peer, done, had closed while the Send waited for the poll.
+  // first flushes it (ibv_srq_pingpong's last Send, when the peer, done, had closed while the
+  // Send waited for the poll; test_close_order.cpp).
   drv.on_drive(who);
   if (drv.deferred()) push_tx(retry_full);
   switch (who) {
@@ -256,19 +256,22 @@ void Qp::flush() {
     engine->flush();
     reap();
   }
-  while (!pending_recv.empty()) {
-    iwarp::Completion c = iwarp::Completion::make(
-        pending_recv.front().wr_id, iwarp::WcStatus::Flushed, iwarp::WcOpcode::Recv, 0, true);
-    recv_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
-    pending_recv.pop_front();
-  }
-  while (!pending_send.empty()) {
-    const iwarp::SendWr& w = pending_send.front();
-    iwarp::Completion c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Flushed,
-                                                  iwarp::completion_opcode(w.opcode), 0, false);
-    send_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
-    pending_send.pop_front();
-  }
+  for (; !pending_recv.empty(); pending_recv.pop_front())
+    flush_completion(pending_recv.front());
+  for (; !pending_send.empty(); pending_send.pop_front())
+    flush_completion(pending_send.front());
+}
+
+void Qp::flush_completion(const iwarp::RecvWr& w) {
+  const auto c =
+      iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Flushed, iwarp::WcOpcode::Recv, 0, true);
+  recv_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
+}
+
+void Qp::flush_completion(const iwarp::SendWr& w) {
+  const auto c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Flushed,
+                                         iwarp::completion_opcode(w.opcode), 0, false);
+  send_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
 }
 
 void Qp::detach() {

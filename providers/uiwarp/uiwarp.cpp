@@ -65,7 +65,7 @@ const verbs_context_ops kOps = {
 };
 
 void free_context(ibv_context* ibctx) noexcept {
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   if (ctx->async_wfd >= 0) ::close(ctx->async_wfd);
   verbs_uninit_context(&ctx->vctx); // closes cmd_fd and async_fd
   ctx->~Context();
@@ -90,7 +90,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
     return nullptr;
   }
   ctx->vctx = saved;
-  ctx->dev = reinterpret_cast<Device*>(ibdev); // vdev.device is first in both
+  ctx->dev = to_dev(ibdev); // vdev.device is first in both
   int p[2];
   if (::pipe2(p, O_CLOEXEC) < 0) {
     verbs_uninit_context(&ctx->vctx);
@@ -121,7 +121,7 @@ verbs_device* alloc_device(verbs_sysfs_dev* sysfs) noexcept {
   }
 }
 
-void uninit_device(verbs_device* vdev) noexcept { delete reinterpret_cast<Device*>(vdev); }
+void uninit_device(verbs_device* vdev) noexcept { delete to_dev(vdev); }
 
 const verbs_match_ent kMatch[] = {
     {nullptr, {"rdma_device:*Nuiwarp*"}, 0, 0, VERBS_MATCH_MODALIAS},

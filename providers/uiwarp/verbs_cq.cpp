@@ -20,19 +20,6 @@ constexpr std::uint64_t kSupportedWcFlags =
     IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
     IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS;
 
-// The extended poll holds a CQ from start_poll to end_poll (the API keeps the
-// current entry in the shared ibv_cq_ex: wr_id, status), but not by its ring
-// lock `mu`: between the two the consumer may post, and a post adds completions
-// to this CQ under `mu` (a flush in ERR, a reaped send), from this thread or,
-// holding the context lock first, from the progress thread. Holding `mu` over
-// user code deadlocked both ways. A poller lock of its own serialises extended
-// pollers; nobody adding completions ever takes it. Every Cq is a CqImpl
-// (new_cq and destroy_cq are the only places that allocate and free one).
-struct CqImpl final : Cq {
-  std::mutex poll_mu;
-};
-CqImpl* impl(Cq* cq) { return static_cast<CqImpl*>(cq); }
-
 bool pop(Cq* cq, ibv_wc* out) {
   if (cq->count == 0) return false;
   *out = cq->ring[cq->head];
@@ -49,24 +36,24 @@ void load_current(Cq* cq) {
 }
 int start_poll(ibv_cq_ex* cqx, ibv_poll_cq_attr* attr) noexcept {
   if (attr && attr->comp_mask) return EINVAL;
-  Cq* cq = Cq::of(cqx);
+  Cq* cq = to_cq(cqx);
   if (!cq->ready()) return ENOENT;
   cq->unpark();
-  impl(cq)->poll_mu.lock();
+  cq->poll_mu.lock();
   bool got;
   {
     std::lock_guard<std::mutex> lock(cq->mu);
     got = pop(cq, &cq->current);
   }
   if (!got) {
-    impl(cq)->poll_mu.unlock();
+    cq->poll_mu.unlock();
     return ENOENT; // libibverbs: no end_poll after ENOENT from start_poll
   }
   load_current(cq);
   return 0;
 }
 int next_poll(ibv_cq_ex* cqx) noexcept {
-  Cq* cq = Cq::of(cqx);
+  Cq* cq = to_cq(cqx);
   {
     std::lock_guard<std::mutex> lock(cq->mu);
     if (!pop(cq, &cq->current)) return ENOENT;
@@ -74,17 +61,17 @@ int next_poll(ibv_cq_ex* cqx) noexcept {
   load_current(cq);
   return 0;
 }
-void end_poll(ibv_cq_ex* cqx) noexcept { impl(Cq::of(cqx))->poll_mu.unlock(); }
-ibv_wc_opcode read_opcode(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.opcode; }
-uint32_t read_vendor_err(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.vendor_err; }
-uint32_t read_byte_len(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.byte_len; }
-__be32 read_imm_data(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.imm_data; }
-uint32_t read_qp_num(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.qp_num; }
-uint32_t read_src_qp(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.src_qp; }
-unsigned int read_wc_flags(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.wc_flags; }
-uint32_t read_slid(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.slid; }
-uint8_t read_sl(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.sl; }
-uint8_t read_dlid_path_bits(ibv_cq_ex* c) noexcept { return Cq::of(c)->current.dlid_path_bits; }
+void end_poll(ibv_cq_ex* cqx) noexcept { to_cq(cqx)->poll_mu.unlock(); }
+ibv_wc_opcode read_opcode(ibv_cq_ex* c) noexcept { return to_cq(c)->current.opcode; }
+uint32_t read_vendor_err(ibv_cq_ex* c) noexcept { return to_cq(c)->current.vendor_err; }
+uint32_t read_byte_len(ibv_cq_ex* c) noexcept { return to_cq(c)->current.byte_len; }
+__be32 read_imm_data(ibv_cq_ex* c) noexcept { return to_cq(c)->current.imm_data; }
+uint32_t read_qp_num(ibv_cq_ex* c) noexcept { return to_cq(c)->current.qp_num; }
+uint32_t read_src_qp(ibv_cq_ex* c) noexcept { return to_cq(c)->current.src_qp; }
+unsigned int read_wc_flags(ibv_cq_ex* c) noexcept { return to_cq(c)->current.wc_flags; }
+uint32_t read_slid(ibv_cq_ex* c) noexcept { return to_cq(c)->current.slid; }
+uint8_t read_sl(ibv_cq_ex* c) noexcept { return to_cq(c)->current.sl; }
+uint8_t read_dlid_path_bits(ibv_cq_ex* c) noexcept { return to_cq(c)->current.dlid_path_bits; }
 
 Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
   if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe || comp_vector < 0 ||
@@ -92,7 +79,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     errno = EINVAL;
     return nullptr;
   }
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   {
     std::lock_guard lock(ctx->mu);
     if (ctx->cqs >= Limits::kMaxCq) {
@@ -101,12 +88,12 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
     ++ctx->cqs;
   }
-  Cq* cq = new (std::nothrow) CqImpl;
+  Cq* cq = new (std::nothrow) Cq;
   if (cq) {
     try {
       cq->ring.resize(static_cast<std::size_t>(cqe));
     } catch (const std::bad_alloc&) {
-      delete impl(cq);
+      delete cq;
       cq = nullptr;
     }
   }
@@ -195,20 +182,20 @@ ibv_cq_ex* create_cq_ex(ibv_context* ibctx, ibv_cq_init_attr_ex* attr) noexcept 
 }
 
 int destroy_cq(ibv_cq* ibcq) noexcept {
-  Cq* cq = Cq::of(ibcq);
+  Cq* cq = to_cq(ibcq);
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   drive::Counters c;
   c.yields = cq->drv.yields();
   ctx->add_drive_counters(c);
-  delete impl(cq);
+  delete cq;
   std::lock_guard lock(ctx->mu);
   --ctx->cqs;
   return 0;
 }
 
 int resize_cq(ibv_cq* ibcq, int cqe) noexcept {
-  Cq* cq = Cq::of(ibcq);
+  Cq* cq = to_cq(ibcq);
   std::lock_guard<std::mutex> lock(cq->mu);
   if (cqe <= 0 || static_cast<std::uint32_t>(cqe) > Limits::kMaxCqe ||
       static_cast<std::size_t>(cqe) < cq->count)
@@ -229,7 +216,7 @@ int resize_cq(ibv_cq* ibcq, int cqe) noexcept {
 
 int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) noexcept {
   if (num < 0) return -EINVAL;
-  Cq* cq = Cq::of(ibcq);
+  Cq* cq = to_cq(ibcq);
   if (num == 0) return 0;
   if (!cq->ready()) return 0;
   int n = 0;
@@ -251,7 +238,7 @@ int poll_cq(ibv_cq* ibcq, int num, ibv_wc* wc) noexcept {
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   // Arms for the next completion added (IB semantics: not for those already queued).
-  Cq* cq = Cq::of(ibcq);
+  Cq* cq = to_cq(ibcq);
   {
     std::lock_guard<std::mutex> lock(cq->mu);
     cq->armed = true;

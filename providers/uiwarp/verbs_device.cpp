@@ -94,7 +94,7 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
                     ibv_device_attr_ex* attr, size_t attr_size) noexcept {
   if (input && input->comp_mask) return EINVAL;
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   ibv_device_attr_ex a{};
   ibv_device_attr& o = a.orig_attr;
   std::snprintf(o.fw_ver, sizeof o.fw_ver, "%s", UIWARP_VERSION);
@@ -139,7 +139,7 @@ int query_device_ex(ibv_context* ibctx, const ibv_query_device_ex_input* input,
 
 int query_port(ibv_context* ibctx, uint8_t port, ibv_port_attr* attr) noexcept {
   if (port != 1 || !attr) return EINVAL;
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   NetdevInfo n = netdev_info(ctx->dev->netdev);
   *attr = ibv_port_attr{};
   attr->state = n.up ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;

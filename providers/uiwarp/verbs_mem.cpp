@@ -54,7 +54,7 @@ std::uint32_t to_iwarp_access(int a) {
 }
 
 ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   std::lock_guard lock(ctx->mu);
   if (ctx->pds >= Limits::kMaxPd) {
     errno = ENOMEM;
@@ -73,9 +73,9 @@ ibv_pd* alloc_pd(ibv_context* ibctx) noexcept {
 }
 
 int dealloc_pd(ibv_pd* ibpd) noexcept {
-  auto* pd = reinterpret_cast<Pd*>(ibpd);
+  auto* pd = to_pd(ibpd);
   if (pd->users.load() > 0) return EBUSY;
-  Context* ctx = Context::of(ibpd->context);
+  Context* ctx = to_ctx(ibpd->context);
   std::lock_guard lock(ctx->mu);
   --ctx->pds;
   delete pd;
@@ -92,8 +92,8 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
     errno = err;
     return nullptr;
   }
-  auto* pd = reinterpret_cast<Pd*>(ibpd);
-  Context* ctx = Context::of(ibpd->context);
+  auto* pd = to_pd(ibpd);
+  Context* ctx = to_ctx(ibpd->context);
   auto* mr = new (std::nothrow) Mr{};
   if (!mr) {
     errno = ENOMEM;
@@ -138,15 +138,15 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
   }
   if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || length == 0))
     return IBV_REREG_MR_ERR_INPUT;
-  auto* mr = reinterpret_cast<Mr*>(vmr);
+  auto* mr = to_mr(vmr);
   ibv_mr& m = vmr->ibv_mr;
-  Context* ctx = Context::of(m.context);
+  Context* ctx = to_ctx(m.context);
   ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? ibpd : m.pd;
   if (!new_pd || new_pd->context != m.context) return IBV_REREG_MR_ERR_INPUT;
   void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : m.addr;
   size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : m.length;
   int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : vmr->access;
-  std::uint32_t pd_id = reinterpret_cast<Pd*>(new_pd)->id;
+  std::uint32_t pd_id = to_pd(new_pd)->id;
   std::lock_guard lock(ctx->mu);
   std::optional<iwarp::MemoryRegion> old = ctx->mem.lookup(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
@@ -167,8 +167,8 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
                               to_iwarp_access(new_access), rekey);
   if (!stag) return IBV_REREG_MR_ERR_INPUT;
   if (new_pd != m.pd) {
-    --pd_of(m.pd)->users;
-    ++pd_of(new_pd)->users;
+    --to_pd(m.pd)->users;
+    ++to_pd(new_pd)->users;
   }
   m.pd = new_pd;
   m.addr = new_addr;
@@ -180,15 +180,15 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
 }
 
 int dereg_mr(verbs_mr* vmr) noexcept {
-  auto* mr = reinterpret_cast<Mr*>(vmr);
-  Context* ctx = Context::of(vmr->ibv_mr.context);
+  auto* mr = to_mr(vmr);
+  Context* ctx = to_ctx(vmr->ibv_mr.context);
   {
     std::lock_guard lock(ctx->mu);
     if (ctx->mem.has_windows(vmr->ibv_mr.lkey)) return EBUSY; // a bound window exposes it
     if (!ctx->mem.remove(vmr->ibv_mr.lkey)) return EINVAL;
     --ctx->mrs;
   }
-  --pd_of(vmr->ibv_mr.pd)->users;
+  --to_pd(vmr->ibv_mr.pd)->users;
   delete mr;
   return 0;
 }

@@ -21,6 +21,7 @@ struct Mw {
   ibv_mw ibv; // first: a downcast is a cast
   std::uint32_t pd_id = 0;
 };
+Mw* to_mw(ibv_mw* m) { return reinterpret_cast<Mw*>(m); }
 
 } // namespace
 
@@ -29,8 +30,8 @@ ibv_mw* alloc_mw(ibv_pd* ibpd, ibv_mw_type type) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  Pd* pd = pd_of(ibpd);
-  Context* ctx = Context::of(ibpd->context);
+  Pd* pd = to_pd(ibpd);
+  Context* ctx = to_ctx(ibpd->context);
   auto* mw = new (std::nothrow) Mw{};
   if (!mw) {
     errno = ENOMEM;
@@ -54,10 +55,10 @@ ibv_mw* alloc_mw(ibv_pd* ibpd, ibv_mw_type type) noexcept {
 }
 
 int dealloc_mw(ibv_mw* ibmw) noexcept {
-  auto* mw = reinterpret_cast<Mw*>(ibmw);
-  Context* ctx = Context::of(ibmw->context);
+  auto* mw = to_mw(ibmw);
+  Context* ctx = to_ctx(ibmw->context);
   if (!ctx->mem.remove_window(ibmw->rkey)) return EINVAL;
-  --pd_of(ibmw->pd)->users;
+  --to_pd(ibmw->pd)->users;
   delete mw;
   return 0;
 }
@@ -87,7 +88,7 @@ int to_window_bind(const ibv_mw* mw, ibv_mw_type type, const ibv_pd* pd, std::ui
 // once the Bind has completed.
 int bind_mw(ibv_qp* ibqp, ibv_mw* mw, ibv_mw_bind* b) noexcept {
   if (!b || !mw) return EINVAL;
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   const std::uint32_t new_rkey = ibv_inc_rkey(mw->rkey);
   iwarp::SendWr w;
   w.wr_id = b->wr_id;

@@ -119,7 +119,7 @@ Qp* new_qp(ibv_context* ibctx, const ibv_qp_init_attr_ex* a) {
   try {
     qp->cap = a->cap;
     qp->pending_recv.reserve(std::max<std::uint32_t>(a->cap.max_recv_wr, 1));
-    qp->srq = a->srq ? reinterpret_cast<Srq*>(a->srq) : nullptr;
+    qp->srq = a->srq ? to_srq(a->srq) : nullptr;
     if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) set_wr_ops(qp);
     std::lock_guard lock(registry().mu);
     ibv_qp& q = qp->vqp.qp;
@@ -173,7 +173,7 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   {
     std::lock_guard lock(ctx->mu);
     if (ctx->qps >= Limits::kMaxQp) {
@@ -204,10 +204,10 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) noexcept {
   q.events_completed = 0;
   pthread_mutex_init(&q.mutex, nullptr);
   pthread_cond_init(&q.cond, nullptr);
-  qp->pd_id = pd_of(a->pd)->id;
-  ++pd_of(a->pd)->users;
-  ++Cq::of(a->send_cq)->users;
-  ++Cq::of(a->recv_cq)->users;
+  qp->pd_id = to_pd(a->pd)->id;
+  ++to_pd(a->pd)->users;
+  ++to_cq(a->send_cq)->users;
+  ++to_cq(a->recv_cq)->users;
   if (qp->srq) ++qp->srq->users;
   qp->sq_sig_all = a->sq_sig_all != 0;
   return &q;
@@ -234,7 +234,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) noexcept {
 }
 
 int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
   std::lock_guard lock(qp->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
@@ -303,7 +303,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
 
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) noexcept {
   if (!attr || !init) return EINVAL;
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   std::lock_guard lock(qp->mu);
   *attr = ibv_qp_attr{};
   attr->qp_state = attr->cur_qp_state = qp->state;
@@ -329,7 +329,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
 }
 
 int destroy_qp(ibv_qp* ibqp) noexcept {
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   Context* ctx = qp->ctx();
   {
     std::lock_guard lock(registry().mu);
@@ -343,9 +343,9 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
   }
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
-  --pd_of(ibqp->pd)->users;
-  --Cq::of(ibqp->send_cq)->users;
-  --Cq::of(ibqp->recv_cq)->users;
+  --to_pd(ibqp->pd)->users;
+  --to_cq(ibqp->send_cq)->users;
+  --to_cq(ibqp->recv_cq)->users;
   if (qp->srq) --qp->srq->users;
   {
     std::lock_guard lock(ctx->mu);
@@ -356,7 +356,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
 }
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   std::lock_guard lock(qp->mu);
   int err = 0;
   bool reads_only = true;
@@ -377,7 +377,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
-  Qp* qp = Qp::of(ibqp);
+  Qp* qp = to_qp(ibqp);
   std::lock_guard lock(qp->mu);
   const bool held = qp->engine && qp->engine->rx_held();
   int err = 0;
@@ -394,9 +394,7 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
         break;
       }
     } else if (qp->state == IBV_QPS_ERR) {
-      iwarp::Completion c = iwarp::Completion::make(wr->wr_id, iwarp::WcStatus::Flushed,
-                                                    iwarp::WcOpcode::Recv, 0, true);
-      qp->recv_cq()->push(to_ibv_wc(c, ibqp->qp_num), false);
+      qp->flush_completion(to_recv_wr(wr));
     } else {
       if (qp->pending_recv.size() >= qp->cap.max_recv_wr) {
         err = ENOMEM;

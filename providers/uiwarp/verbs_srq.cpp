@@ -26,7 +26,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) noexcept {
     errno = EINVAL;
     return nullptr;
   }
-  Context* ctx = Context::of(ibctx);
+  Context* ctx = to_ctx(ibctx);
   {
     std::lock_guard lock(ctx->mu);
     if (ctx->srqs >= Limits::kMaxSrq) {
@@ -51,8 +51,8 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) noexcept {
   }
   srq->max_sge = s.max_sge;
   srq->limit = s.srq_limit;
-  srq->pd_id = pd_of(a->pd)->id;
-  ++pd_of(a->pd)->users;
+  srq->pd_id = to_pd(a->pd)->id;
+  ++to_pd(a->pd)->users;
   ibv_srq& i = srq->ibv;
   i.context = ibctx;
   i.srq_context = a->srq_context;
@@ -79,7 +79,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) noexcept {
 }
 
 int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) noexcept {
-  auto* srq = reinterpret_cast<Srq*>(ibsrq);
+  auto* srq = to_srq(ibsrq);
   if (!attr || (mask & ~(IBV_SRQ_MAX_WR | IBV_SRQ_LIMIT))) return EINVAL;
   std::uint32_t depth = srq->q->depth();
   if (mask & IBV_SRQ_MAX_WR) {
@@ -95,7 +95,7 @@ int modify_srq(ibv_srq* ibsrq, ibv_srq_attr* attr, int mask) noexcept {
 }
 
 int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) noexcept {
-  auto* srq = reinterpret_cast<Srq*>(ibsrq);
+  auto* srq = to_srq(ibsrq);
   if (!attr) return EINVAL;
   attr->max_wr = srq->q->depth();
   attr->max_sge = srq->max_sge;
@@ -104,10 +104,10 @@ int query_srq(ibv_srq* ibsrq, ibv_srq_attr* attr) noexcept {
 }
 
 int destroy_srq(ibv_srq* ibsrq) noexcept {
-  auto* srq = reinterpret_cast<Srq*>(ibsrq);
+  auto* srq = to_srq(ibsrq);
   if (srq->users.load() > 0) return EBUSY;
-  Context* ctx = Context::of(ibsrq->context);
-  --pd_of(ibsrq->pd)->users;
+  Context* ctx = to_ctx(ibsrq->context);
+  --to_pd(ibsrq->pd)->users;
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   delete srq;
@@ -117,7 +117,7 @@ int destroy_srq(ibv_srq* ibsrq) noexcept {
 }
 
 int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
-  auto* srq = reinterpret_cast<Srq*>(ibsrq);
+  auto* srq = to_srq(ibsrq);
   int err = 0;
   for (; wr; wr = wr->next) {
     if (wr->num_sge < 0 || static_cast<std::uint32_t>(wr->num_sge) > srq->max_sge) {
@@ -150,7 +150,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
     }
   }
   if (busy)
-    if (Progress* p = Context::of(ibsrq->context)->progress.get()) p->kick();
+    if (Progress* p = to_ctx(ibsrq->context)->progress.get()) p->kick();
   if (err && bad) *bad = wr;
   return err;
 }

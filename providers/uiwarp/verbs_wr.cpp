@@ -122,9 +122,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
   if (!qp->engine) {
     // In ERR with no connection: complete at once with a flush error.
     if (qp->state != IBV_QPS_ERR) return EINVAL;
-    iwarp::Completion c = iwarp::Completion::make(wr.wr_id, iwarp::WcStatus::Flushed,
-                                                  iwarp::completion_opcode(wr.opcode), 0, false);
-    qp->send_cq()->push(to_ibv_wc(c, qp->vqp.qp.qp_num), false);
+    qp->flush_completion(wr);
     return 0;
   }
   if (iwarp::is_rfc7306(wr.opcode) && !qp->engine->config().rfc7306) {
@@ -144,7 +142,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
 namespace {
 
 iwarp::SendWr* new_wr(ibv_qp_ex* qpx, iwarp::WrOpcode op) {
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   if (qp->wr_batch.size() >= qp->cap.max_send_wr) {
     qp->wr_error = ENOMEM; // more than the send queue holds
     return nullptr;
@@ -160,7 +158,7 @@ iwarp::SendWr* new_wr(ibv_qp_ex* qpx, iwarp::WrOpcode op) {
   return &w;
 }
 iwarp::SendWr* cur_wr(ibv_qp_ex* qpx) {
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   if (qp->wr_batch.empty()) {
     if (!qp->wr_error) qp->wr_error = EINVAL;
     return nullptr;
@@ -176,13 +174,13 @@ void add_inline(Qp* qp, iwarp::SendWr* w, const void* addr, std::size_t length) 
 }
 
 void wr_start(ibv_qp_ex* qpx) noexcept {
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   qp->mu.lock(); // held until wr_complete / wr_abort
   qp->wr_batch.clear();
   qp->wr_error = 0;
 }
 int wr_complete(ibv_qp_ex* qpx) noexcept {
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   int err = qp->wr_error;
   for (const iwarp::SendWr& w : qp->wr_batch) {
     if (err) break;
@@ -205,7 +203,7 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
   return err;
 }
 void wr_abort(ibv_qp_ex* qpx) noexcept {
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   qp->wr_batch.clear();
   qp->mu.unlock();
 }
@@ -253,7 +251,7 @@ void wr_atomic_cmp_swp(ibv_qp_ex* qpx, uint32_t rkey, uint64_t addr, uint64_t co
 void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) noexcept {
   iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::BindWindow);
   if (!w) return;
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   if (!info || to_window_bind(mw, IBV_MW_TYPE_2, qp->vqp.qp.pd, rkey, *info, *w))
     qp->wr_error = EINVAL;
 }
@@ -266,7 +264,7 @@ void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) n
   if (!w) return;
   if (w->is_inline) {
     w->inline_data.clear();
-    add_inline(Qp::of(qpx), w, reinterpret_cast<const void*>(addr), length);
+    add_inline(to_qp(qpx), w, reinterpret_cast<const void*>(addr), length);
   } else {
     w->sgl = {{addr, length, lkey}};
   }
@@ -274,7 +272,7 @@ void wr_set_sge(ibv_qp_ex* qpx, uint32_t lkey, uint64_t addr, uint32_t length) n
 void wr_set_sge_list(ibv_qp_ex* qpx, size_t n, const ibv_sge* sg) noexcept {
   iwarp::SendWr* w = cur_wr(qpx);
   if (!w) return;
-  Qp* qp = Qp::of(qpx);
+  Qp* qp = to_qp(qpx);
   w->sgl.clear();
   w->inline_data.clear();
   if (!w->is_inline && n > qp->cap.max_send_sge) {
@@ -293,7 +291,7 @@ void wr_set_inline_data(ibv_qp_ex* qpx, void* addr, size_t length) noexcept {
   if (!w) return;
   w->is_inline = true;
   w->inline_data.clear();
-  add_inline(Qp::of(qpx), w, addr, length);
+  add_inline(to_qp(qpx), w, addr, length);
 }
 void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs) noexcept {
   iwarp::SendWr* w = cur_wr(qpx);
@@ -301,7 +299,7 @@ void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs)
   w->is_inline = true;
   w->inline_data.clear();
   for (size_t i = 0; i < n; ++i)
-    add_inline(Qp::of(qpx), w, bufs[i].addr, bufs[i].length);
+    add_inline(to_qp(qpx), w, bufs[i].addr, bufs[i].length);
 }
 
 } // namespace
