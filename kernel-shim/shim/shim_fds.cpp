@@ -6,6 +6,7 @@
 #include "shim_paths.hpp"
 #include "shim_real.hpp"
 #include "ucma.hpp"
+#include "uiwarp/fd.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -74,11 +75,6 @@ int find(int fd) {
   for (int i = 0; i < g_nentries; ++i)
     if (g_entries[i].fd == fd) return i;
   return -1;
-}
-
-bool same_file(int fd, dev_t dev, ino_t ino) {
-  struct stat st;
-  return sys_fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
 bool add_entry(int fd, Kind kind, int chan, dev_t dev, ino_t ino) {

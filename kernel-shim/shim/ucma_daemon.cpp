@@ -5,6 +5,7 @@
 
 #include "uiwarp/daemon_start.hpp"
 #include "uiwarp/env.hpp"
+#include "uiwarp/fd.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/thread.hpp"
 
@@ -23,11 +24,6 @@ namespace uiwarp::ucma {
 int sys_close(int fd) { return static_cast<int>(::syscall(SYS_close, fd)); }
 
 namespace {
-
-bool same_file(int fd, dev_t dev, ino_t ino) {
-  struct stat st;
-  return ::syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
-}
 
 // How often the reader looks whether the program closed its socket (a blocked recvmsg would
 // hold the socket open, and the daemon would never learn the program let go of it).

@@ -11,6 +11,7 @@
 #include "verbs_abi.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <infiniband/verbs.h>
@@ -91,6 +92,21 @@ struct Context {
   // at close with VERBS_LOG_LEVEL=3 (info).
   drive::Counters drive_totals;
   void add_drive_counters(const drive::Counters& c);
+  // Counts one more object of a kind that may have at most `max` (query_device's limits):
+  // false, with errno ENOMEM, when there are that many; uncount() gives it back.
+  bool count(std::uint32_t Context::*n, std::uint32_t max) {
+    std::lock_guard lock(mu);
+    if (this->*n >= max) {
+      errno = ENOMEM;
+      return false;
+    }
+    ++(this->*n);
+    return true;
+  }
+  void uncount(std::uint32_t Context::*n) {
+    std::lock_guard lock(mu);
+    --(this->*n);
+  }
   ~Context();
 
   // Queues an async event (IBV_EVENT_*) for ibv_get_async_event.

@@ -80,14 +80,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     return nullptr;
   }
   Context* ctx = to_ctx(ibctx);
-  {
-    std::lock_guard lock(ctx->mu);
-    if (ctx->cqs >= Limits::kMaxCq) {
-      errno = ENOMEM;
-      return nullptr;
-    }
-    ++ctx->cqs;
-  }
+  if (!ctx->count(&Context::cqs, Limits::kMaxCq)) return nullptr;
   Cq* cq = new (std::nothrow) Cq;
   if (cq) {
     try {
@@ -98,8 +91,7 @@ Cq* new_cq(ibv_context* ibctx, int cqe, ibv_comp_channel* channel, int comp_vect
     }
   }
   if (!cq) {
-    std::lock_guard lock(ctx->mu);
-    --ctx->cqs;
+    ctx->uncount(&Context::cqs);
     errno = ENOMEM;
     return nullptr;
   }
@@ -189,8 +181,7 @@ int destroy_cq(ibv_cq* ibcq) noexcept {
   c.yields = cq->drv.yields();
   ctx->add_drive_counters(c);
   delete cq;
-  std::lock_guard lock(ctx->mu);
-  --ctx->cqs;
+  ctx->uncount(&Context::cqs);
   return 0;
 }
 

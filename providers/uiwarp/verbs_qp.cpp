@@ -174,21 +174,13 @@ ibv_qp* create_qp_ex(ibv_context* ibctx, ibv_qp_init_attr_ex* a) noexcept {
     return nullptr;
   }
   Context* ctx = to_ctx(ibctx);
-  {
-    std::lock_guard lock(ctx->mu);
-    if (ctx->qps >= Limits::kMaxQp) {
-      errno = ENOMEM;
-      return nullptr;
-    }
-    ++ctx->qps;
-  }
+  if (!ctx->count(&Context::qps, Limits::kMaxQp)) return nullptr;
   // What we actually provide: at least what was asked.
   a->cap.max_inline_data = Limits::kMaxInline;
   if (a->srq) a->cap.max_recv_wr = a->cap.max_recv_sge = 0;
   Qp* qp = new_qp(ibctx, a);
   if (!qp) {
-    std::lock_guard lock(ctx->mu);
-    --ctx->qps;
+    ctx->uncount(&Context::qps);
     errno = ENOMEM;
     return nullptr;
   }
@@ -347,10 +339,7 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
   --to_cq(ibqp->send_cq)->users;
   --to_cq(ibqp->recv_cq)->users;
   if (qp->srq) --qp->srq->users;
-  {
-    std::lock_guard lock(ctx->mu);
-    --ctx->qps;
-  }
+  ctx->uncount(&Context::qps);
   qp->unref();
   return 0;
 }

@@ -27,14 +27,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) noexcept {
     return nullptr;
   }
   Context* ctx = to_ctx(ibctx);
-  {
-    std::lock_guard lock(ctx->mu);
-    if (ctx->srqs >= Limits::kMaxSrq) {
-      errno = ENOMEM;
-      return nullptr;
-    }
-    ++ctx->srqs;
-  }
+  if (!ctx->count(&Context::srqs, Limits::kMaxSrq)) return nullptr;
   Srq* srq = nullptr;
   try {
     srq = new Srq;
@@ -44,8 +37,7 @@ ibv_srq* create_srq_ex(ibv_context* ibctx, ibv_srq_init_attr_ex* a) noexcept {
     srq = nullptr;
   }
   if (!srq) {
-    std::lock_guard lock(ctx->mu);
-    --ctx->srqs;
+    ctx->uncount(&Context::srqs);
     errno = ENOMEM;
     return nullptr;
   }
@@ -111,8 +103,7 @@ int destroy_srq(ibv_srq* ibsrq) noexcept {
   pthread_mutex_destroy(&ibsrq->mutex);
   pthread_cond_destroy(&ibsrq->cond);
   delete srq;
-  std::lock_guard lock(ctx->mu);
-  --ctx->srqs;
+  ctx->uncount(&Context::srqs);
   return 0;
 }
 

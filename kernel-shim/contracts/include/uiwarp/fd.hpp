@@ -1,12 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// An owned file descriptor, closed with its owner.
+// An owned file descriptor, closed with its owner; and whether a descriptor still names the file
+// it named (a program may close descriptors it does not know, and the number come back).
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <utility>
 
 namespace uiwarp {
+
+// `fd` is the file of device `dev`, inode `ino`. By raw system call, which the shim's
+// interposers never see.
+inline bool same_file(int fd, dev_t dev, ino_t ino) {
+  struct stat st;
+  return ::syscall(SYS_fstat, fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
 
 class Fd {
 public:
