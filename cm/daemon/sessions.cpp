@@ -427,7 +427,8 @@ void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::str
                std::move(process),
                m.qp_num,
                m.reason,
-               now};
+               now,
+               m.drive};
   if (it != handed_.end()) {
     v.conn = *it;
     handed_.erase(it);

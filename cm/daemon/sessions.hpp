@@ -132,6 +132,7 @@ struct ClosedView {
   std::uint32_t qp_num;
   std::string reason;
   Clock::time_point ended;
+  std::string drive; // what the drive policy decided for it
 };
 
 class Sessions {

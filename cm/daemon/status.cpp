@@ -80,7 +80,7 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
                       n(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                        it->ended - it->conn.since)
                                                        .count())) +
-                      "s: " + it->reason);
+                      "s: " + it->reason + (it->drive.empty() ? "" : "; drive: " + it->drive));
     }
     out.push_back("closed connections: " + n(lines.size()) + " (the last " +
                   n(Sessions::kClosedKept) + " are kept)");

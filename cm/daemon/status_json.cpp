@@ -75,7 +75,8 @@ std::string status_json(const StatusSnapshot& s) {
                         {"qpn", it->qp_num},
                         {"ended_s_ago", seconds(s.now - it->ended)},
                         {"lived_s", seconds(it->ended - it->conn.since)},
-                        {"reason", it->reason}});
+                        {"reason", it->reason},
+                        {"drive", it->drive}});
     }
     out["closed"] = std::move(closed);
     return out.dump();

@@ -115,8 +115,9 @@ SHIM_EXPORT int uiwarp_shim_comp_channel_wfd(int channel_fd) {
 
 // The shim's half of the provider hand-shake (provider_api.hpp): its ops, if the ABIs agree.
 namespace {
-void qp_event(std::uint32_t qp_num, uiwarp::QpEvent event, const char* reason) noexcept {
-  uiwarp::ucma::Ucma::get().qp_event(qp_num, event, reason);
+void qp_event(std::uint32_t qp_num, uiwarp::QpEvent event, const char* reason,
+              const char* drive) noexcept {
+  uiwarp::ucma::Ucma::get().qp_event(qp_num, event, reason, drive);
 }
 int ib_connect(std::uint32_t qp_num, const uiwarp::IbTarget& t) noexcept {
   return uiwarp::ucma::Ucma::get().ib_connect(qp_num, t);

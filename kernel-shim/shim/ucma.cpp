@@ -122,12 +122,12 @@ bool Ucma::register_provider(const ProviderOps* ops) {
   return true;
 }
 
-void Ucma::qp_event(std::uint32_t qp_num, QpEvent, const char* reason) {
+void Ucma::qp_event(std::uint32_t qp_num, QpEvent, const char* reason, const char* drive) {
   std::lock_guard<std::mutex> lock(mu_);
   // uiwarpd keeps why it ended (uiwarp conn show --closed); a link that is down loses it.
   for (const auto& [h, id] : st.ids())
     if (id.qp_num == qp_num && id.connected()) {
-      daemon.post(proto::Closed{id.src, id.dst, qp_num, reason ? reason : ""});
+      daemon.post(proto::Closed{id.src, id.dst, qp_num, reason ? reason : "", drive ? drive : ""});
       break;
     }
   st.qp_ended(qp_num);

@@ -35,7 +35,7 @@ public:
 
   // The provider's half of the hand-shake (provider_api.hpp).
   bool register_provider(const ProviderOps* ops);
-  void qp_event(std::uint32_t qp_num, QpEvent, const char*);
+  void qp_event(std::uint32_t qp_num, QpEvent, const char* reason, const char* drive);
   // IB-style connect (ucma_ib.cpp): a QP in RTR with an address vector waits for its peer.
   int ib_connect(std::uint32_t qp_num, const IbTarget& t);
   void ib_cancel(std::uint32_t qp_num);

@@ -235,7 +235,8 @@ void Qp::after_io() {
     const char* why = engine->error() ? engine->error()->message.c_str() : "connection closed";
     if (!graceful) report_end();
     if (const ShimOps* sh = shim())
-      sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why);
+      sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why,
+                   drv.counters().describe().c_str());
   }
   reap();
 }

@@ -72,7 +72,7 @@ kill "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
 # The end of each, and why, stays: the provider of each side reported it to uiwarpd.
-closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+"
+closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*"
 for _ in $(seq 100); do
   "$UIWARP" conn show --closed >"$T/closed" 2>&1
   grep -qE "$closed_re" "$T/closed" && break
@@ -83,7 +83,8 @@ check "conn show --closed: the connection that ended, its owner, QPN and why" gr
 check "conn show --closed: a header that counts them" grep -qE "^closed connections: [12] \(the last 64 are kept\)" "$T/closed"
 closed_json=$("$UIWARP" -j conn show --closed | python3 -c 'import json, sys
 c = json.load(sys.stdin)["closed"][0]
-assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason"}, c
+assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason", "drive"}, c
+assert c["drive"].startswith("posts "), c
 print(c["reason"])' 2>&1)
 check "uiwarp -j conn show --closed: the same, as JSON ($closed_json)" test -n "$closed_json" -a "${closed_json#Traceback}" = "$closed_json"
 # The per-user uiwarpd's log, beside its socket, says the same.

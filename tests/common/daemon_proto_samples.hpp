@@ -79,7 +79,8 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
       {"ib_connect",
        IbConnect{13, v4("10.0.0.1", 0), v6("2001:db8::2", 0), 0x1234, 0xabcdef, 4, 2, 5000, true}},
       {"closed", Closed{v4("10.0.0.1", 4791), v6("fe80::1", 7174), 0xa1b2c3,
-                        "MPA: CRC error (Terminate sent: layer 2 LLP, type 0, code 2)"}},
+                        "MPA: CRC error (Terminate sent: layer 2 LLP, type 0, code 2)",
+                        "posts 10 sent at once, 2 held"}},
       {"attached", Attached{v4("10.0.0.1", 4791), v4("10.0.0.2", 40000), 0x000011, "uiwarp0"}},
   };
 }

@@ -128,7 +128,7 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
     CHECK(d.s.handed()[0].qp_num == 0x11);
     CHECK(d.s.handed()[0].device == "uiwarp0");
     // Its end keeps what was known of it.
-    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed"}, 0, "p", d.now);
+    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", ""}, 0, "p", d.now);
     REQUIRE(d.s.closed().size() == 1);
     CHECK(d.s.closed()[0].conn.device == "uiwarp0");
   }
@@ -136,8 +136,10 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
   SECTION("its end, as the provider reports it, leaves handed() for closed(), with why") {
     // The passive side's id names the addresses as the request did: either order matches.
     const auto later = d.now + std::chrono::seconds(3);
-    d.s.on_closed(kClient, proto::Closed{kPeer, kLocal, 0x00a1b2, "connection reset or lost"}, 1000,
-                  "pid 42 (rping)", later);
+    d.s.on_closed(kClient,
+                  proto::Closed{kPeer, kLocal, 0x00a1b2, "connection reset or lost",
+                                "posts 3 sent at once, 0 held"},
+                  1000, "pid 42 (rping)", later);
     CHECK(d.s.handed().empty());
     REQUIRE(d.s.closed().size() == 1);
     const ClosedView& c = d.s.closed()[0];
@@ -148,10 +150,11 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
     CHECK(c.process == "pid 42 (rping)");
     CHECK(c.uid == 1000);
     CHECK(c.qp_num == 0x00a1b2);
+    CHECK(c.drive == "posts 3 sent at once, 0 held");
     // The last kClosedKept are kept, oldest dropped first.
     for (std::size_t i = 0; i < Sessions::kClosedKept + 5; ++i)
-      d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, static_cast<std::uint32_t>(i), "x"}, 1000,
-                    "p", later);
+      d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, static_cast<std::uint32_t>(i), "x", ""},
+                    1000, "p", later);
     REQUIRE(d.s.closed().size() == Sessions::kClosedKept);
     CHECK(d.s.closed().front().qp_num == 5);
     CHECK(d.s.closed().back().qp_num == Sessions::kClosedKept + 4);

@@ -178,7 +178,7 @@ template <class Io> void fields(Io& io, IbConnect& m) {
       io(m.timeout_ms), io(m.initiator);
 }
 template <class Io> void fields(Io& io, Closed& m) {
-  io(m.local), io(m.peer), io(m.qp_num), io(m.reason);
+  io(m.local), io(m.peer), io(m.qp_num), io(m.reason), io(m.drive);
 }
 template <class Io> void fields(Io& io, Attached& m) {
   io(m.local), io(m.peer), io(m.qp_num), io(m.device);

@@ -27,8 +27,9 @@
 //   Unlisten {id}  also ends an IbConnect that is still waiting
 //   Attached {local, peer, qp_num, device}      (no reply: the QP that took a handed-over
 //                                                connection, for `uiwarp conn show`)
-//   Closed   {local, peer, qp_num, reason}      (no reply: a handed-over connection ended, and
-//                                                why, for `uiwarp conn show --closed`)
+//   Closed   {local, peer, qp_num, reason,      (no reply: a handed-over connection ended, why,
+//             drive}                             and what its drive policy decided, for
+//                                                `uiwarp conn show --closed`)
 // (pd: private data; policy: MPA policy overrides of the device and UIWARP_MPA_POLICY,
 // "key=value ...", which uiwarpd applies over its own to that listener's or connection's MPA
 // exchanges, or refuses, naming the key.) The listening and connecting sockets are the program's
@@ -164,6 +165,7 @@ struct Closed {
   sockaddr_storage local{}, peer{}; // the connection's addresses, as handed over
   std::uint32_t qp_num = 0;
   std::string reason; // the provider's: the Terminate sent or received, or the local cause
+  std::string drive;  // the QP's drive counters (providers/uiwarp/drive.hpp), as one line
 };
 
 using Message =

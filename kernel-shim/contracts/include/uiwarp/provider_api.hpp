@@ -10,7 +10,8 @@
 //   provider -> shim   register_provider(&ProviderOps)  -> &ShimOps
 //   shim -> provider   attach(qp_num, socket, ConnParams)  a connected, negotiated socket
 //                      disconnect(qp_num)                  rdma_disconnect
-//   provider -> shim   qp_event(qp_num, event, reason)     the connection ended
+//   provider -> shim   qp_event(qp_num, event, reason,     the connection ended, why, and what
+//                               drive)                  the drive policy decided for it
 //   provider -> shim   ib_connect(qp_num, IbTarget)         IB-style connect (ib_connect.hpp):
 //                                                       the QP went to RTR with an address
 //                                                       vector; attach() or ib_failed() follows
@@ -59,7 +60,9 @@ struct ProviderOps {
 
 struct ShimOps {
   std::uint32_t abi; // kProviderAbi
-  void (*qp_event)(std::uint32_t qp_num, QpEvent event, const char* reason) noexcept;
+  // `drive`: the QP's drive counters (drive::Counters::describe), for uiwarp conn show --closed.
+  void (*qp_event)(std::uint32_t qp_num, QpEvent event, const char* reason,
+                   const char* drive) noexcept;
   // 0 (attach() or ib_failed() follows, from another thread) or an errno, with the reason
   // logged (ENOTCONN: no uiwarpd).
   int (*ib_connect)(std::uint32_t qp_num, const IbTarget& target) noexcept;
