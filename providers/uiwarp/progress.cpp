@@ -118,7 +118,10 @@ void Progress::sync(Qp* qp, drive::Ns now) {
     ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->fd, &ev);
     qp->watched = want;
   }
-  if (parked || held) schedule(qp, now);
+  // Once on the list, the QP is looked at by its poll_at() of then, and every look computes it
+  // again: taking the list's lock on each drive of a parked QP would be a lock shared by the
+  // context on every message.
+  if ((parked || held) && !qp->timed) schedule(qp, now);
 }
 
 void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {
