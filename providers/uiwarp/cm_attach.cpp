@@ -71,40 +71,40 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   std::lock_guard lock(qp->mu);
   // An RDMA CM connection comes to a QP in INIT or RTR; an IB-style one to the QP that waits
   // for it, in RTR or already in RTS.
-  const bool ib = qp->ib_pending;
+  const bool ib = qp->ib.pending;
   if (qp->engine || (ib ? qp->state != IBV_QPS_RTR && qp->state != IBV_QPS_RTS
                         : qp->state != IBV_QPS_INIT && qp->state != IBV_QPS_RTR))
     return EINVAL;
   try {
     qp->engine = std::make_unique<iwarp::Qp>(config_for(qp, fd, p), ctx->mem,
                                              qp->srq ? qp->srq->q.get() : nullptr);
-    qp->staging = std::make_unique_for_overwrite<std::byte[]>(Qp::kStaging);
-    qp->tx_pieces.reserve(Qp::kMaxIov);
-    qp->tx_by_ref.reserve(Qp::kMaxIov);
+    qp->rx.staging = std::make_unique_for_overwrite<std::byte[]>(Qp::kStaging);
+    qp->tx.pieces.reserve(Qp::kMaxIov);
+    qp->tx.by_ref.reserve(Qp::kMaxIov);
   } catch (const std::bad_alloc&) {
     qp->engine.reset();
     return ENOMEM;
   }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  while (!qp->pending_recv.empty()) {
-    qp->engine->post_recv(qp->pending_recv.front());
-    qp->pending_recv.pop_front();
+  while (!qp->early.recv.empty()) {
+    qp->engine->post_recv(qp->early.recv.front());
+    qp->early.recv.pop_front();
   }
-  qp->fd = fd;
+  qp->conn.fd = fd;
   qp->drv.set_recv_wait(recv_wait_ms(p) * 1'000'000);
   qp->note_endpoints();
   if (int err = ctx->progress->add(qp)) {
     qp->engine.reset();
-    qp->fd = -1;
+    qp->conn.fd = -1;
     qp->set_state(IBV_QPS_ERR);
     return err;
   }
   if (!ib) qp->set_state(IBV_QPS_RTS);
-  qp->ib_pending = false;
+  qp->ib.pending = false;
   // Sends posted while an IB-style connect was under way, in order.
-  for (; !qp->pending_send.empty(); qp->pending_send.pop_front()) {
-    const iwarp::SendWr& w = qp->pending_send.front();
+  for (; !qp->early.send.empty(); qp->early.send.pop_front()) {
+    const iwarp::SendWr& w = qp->early.send.front();
     if ((iwarp::is_rfc7306(w.opcode) && !qp->engine->config().rfc7306) ||
         qp->engine->post_send(w) != iwarp::PostError::None) {
       iwarp::Completion c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::LocalQpOperation,

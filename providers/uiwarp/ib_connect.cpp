@@ -62,7 +62,7 @@ int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask) {
     return refuse("IB-style connect needs libuiwarp-shim.so: run the program with uiwarp-run",
                   EOPNOTSUPP);
   try {
-    qp->pending_send.reserve(std::max<std::uint32_t>(qp->cap.max_send_wr, 1));
+    qp->early.send.reserve(std::max<std::uint32_t>(qp->cap.max_send_wr, 1));
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   }
@@ -77,15 +77,15 @@ int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask) {
   t.ord = Limits::kMaxOrdIrd;
   t.initiator = *role == ib::Role::Initiator;
   if (int err = ops->ib_connect(me, t)) return err;
-  qp->ib_pending = true;
-  qp->ib_path = true;
-  qp->ib_peer_qpn = attr.dest_qp_num;
+  qp->ib.pending = true;
+  qp->ib.path = true;
+  qp->ib.peer_qpn = attr.dest_qp_num;
   return 0;
 }
 
 void ib_cancel(Qp* qp) {
-  if (!qp->ib_pending) return;
-  qp->ib_pending = false;
+  if (!qp->ib.pending) return;
+  qp->ib.pending = false;
   if (const ShimOps* ops = shim()) ops->ib_cancel(qp->vqp.qp.qp_num);
 }
 
@@ -94,8 +94,8 @@ void ib_failed(std::uint32_t qp_num, int /*error*/, const char* /*reason*/) noex
   if (!qp) return;
   {
     std::lock_guard lock(qp->mu);
-    if (qp->ib_pending && !qp->engine) {
-      qp->ib_pending = false;
+    if (qp->ib.pending && !qp->engine) {
+      qp->ib.pending = false;
       qp->set_state(IBV_QPS_ERR);
       qp->flush(); // the shim logged why
       qp->ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&qp->vqp.qp),

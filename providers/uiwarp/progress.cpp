@@ -76,17 +76,17 @@ int Progress::add(Qp* qp) {
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
   ev.data.ptr = qp;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, qp->fd, &ev)) return errno;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, qp->conn.fd, &ev)) return errno;
   qp->ref();
-  qp->in_epoll = true;
-  qp->watched = ev.events;
+  qp->watch.in_epoll = true;
+  qp->watch.events = ev.events;
   return 0;
 }
 
 void Progress::remove(Qp* qp) {
-  if (!qp->in_epoll) return;
-  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, qp->fd, nullptr);
-  qp->in_epoll = false;
+  if (!qp->watch.in_epoll) return;
+  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, qp->conn.fd, nullptr);
+  qp->watch.in_epoll = false;
   release(qp);
 }
 
@@ -99,8 +99,8 @@ void Progress::release(Qp* qp) {
 }
 
 void Progress::sync(Qp* qp, drive::Ns now) {
-  if (!qp->in_epoll) return;
-  if (qp->peer_closed || !qp->connected()) {
+  if (!qp->watch.in_epoll) return;
+  if (qp->conn.peer_closed || !qp->connected()) {
     remove(qp); // nothing more will come; a closed socket would report EPOLLRDHUP forever
     return;
   }
@@ -110,18 +110,18 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   if (!parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
   // Room in a full socket is this thread's to use, unless the QP is parked: its pollers
   // retry it then (QpDrive::retry_full), and the timer takes the QP back when they stop.
-  if (qp->want_write && !parked) want |= EPOLLOUT;
-  if (want != qp->watched) {
+  if (qp->conn.want_write && !parked) want |= EPOLLOUT;
+  if (want != qp->watch.events) {
     epoll_event ev{};
     ev.events = want;
     ev.data.ptr = qp;
-    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->fd, &ev);
-    qp->watched = want;
+    ::epoll_ctl(epfd_, EPOLL_CTL_MOD, qp->conn.fd, &ev);
+    qp->watch.events = want;
   }
   // Once on the list, the QP is looked at by its poll_at() of then, and every look computes it
   // again: taking the list's lock on each drive of a parked QP would be a lock shared by the
   // context on every message.
-  if ((parked || held) && !qp->timed) schedule(qp, now);
+  if ((parked || held) && !qp->watch.timed) schedule(qp, now);
 }
 
 void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {
@@ -146,13 +146,13 @@ void Progress::schedule(Qp* qp, drive::Ns now) {
   bool wake;
   {
     std::lock_guard lock(timers_mu_);
-    if (!qp->timed) {
-      qp->timed = true;
+    if (!qp->watch.timed) {
+      qp->watch.timed = true;
       qp->ref(); // the list's, dropped once the thread has no more reason to look
-      qp->timer_at = w;
+      qp->watch.at = w;
       timers_.push_back(qp);
-    } else if (w.at < qp->timer_at.at) {
-      qp->timer_at = w;
+    } else if (w.at < qp->watch.at.at) {
+      qp->watch.at = w;
     }
     // Asleep past the new time (an awake thread computes its sleep again). The thread may be
     // in an epoll_wait without a timeout, chosen while the list was empty: a QP parked by a
@@ -218,7 +218,7 @@ drive::Ns Progress::sleep_ns(drive::Ns now) {
   std::lock_guard lock(timers_mu_);
   drive::Ns wait = released_.empty() ? -1 : 0;
   for (Qp* qp : timers_) {
-    const drive::Ns d = std::max<drive::Ns>(qp->timer_at.at - now, 0);
+    const drive::Ns d = std::max<drive::Ns>(qp->watch.at.at - now, 0);
     wait = wait < 0 ? d : std::min(wait, d);
   }
   // Under the lock with timers_: schedule() either sees this or its time is counted above.
@@ -243,9 +243,9 @@ void Progress::check_timers(drive::Ns now) {
     std::unique_lock lock(qp->mu, std::try_to_lock);
     if (!lock) {
       std::lock_guard tl(timers_mu_);
-      if (qp->timer_at.at <= now)
-        qp->timer_at.at =
-            now + (qp->timer_at.urgent ? drive::tuning::kLockedRetryNs : drive::tuning::kTickNs);
+      if (qp->watch.at.at <= now)
+        qp->watch.at.at =
+            now + (qp->watch.at.urgent ? drive::tuning::kLockedRetryNs : drive::tuning::kTickNs);
       keep.push_back(qp);
       continue;
     }
@@ -263,12 +263,12 @@ void Progress::check_timers(drive::Ns now) {
       if (t.send_held) qp->drive(Driver::Writable, now);
       if (qp->connected()) next = qp->drv.poll_at(now);
     }
-    qp->timed = next.at != drive::kNever;
+    qp->watch.timed = next.at != drive::kNever;
     {
       std::lock_guard tl(timers_mu_);
-      qp->timer_at = next;
+      qp->watch.at = next;
     }
-    (qp->timed ? keep : done).push_back(qp);
+    (qp->watch.timed ? keep : done).push_back(qp);
   }
   {
     std::lock_guard lock(timers_mu_);

@@ -193,63 +193,83 @@ struct Qp {
   // The verbs handle holds one reference; the progress thread holds one while it watches
   // the socket and one while the QP is on its timer list. The last one frees the QP.
   std::atomic<int> refs{1};
+  // ---- the verbs attributes ----
   ibv_qp_cap cap{};
   bool sq_sig_all = false;
   ibv_qp_state state = IBV_QPS_RESET; // what ibv_query_qp says; set_state() only
   int access = 0;
   std::uint32_t pd_id = 0;
   Srq* srq = nullptr;
-  iwarp::Ring<iwarp::RecvWr> pending_recv; // posted before the connection exists
-  // IB-style connect (ib_connect.cpp): the shim makes the connection; Sends posted in RTS
-  // before it is up wait here (sized at RTR).
-  bool ib_pending = false; // waiting for the connection
-  bool ib_path = false;    // connected (or connecting) IB-style, until RESET
-  std::uint32_t ib_peer_qpn = 0;
-  iwarp::Ring<iwarp::SendWr> pending_send;
-  std::unique_ptr<iwarp::Qp> engine; // created when the CM connects the QP
 
-  // The connection (after the CM attached it; see qp_io.cpp).
-  int fd = -1;
-  bool want_write = false; // the socket was full
-  bool fin_sent = false;
-  bool peer_closed = false;
-  bool event_reported = false;
-  bool recv_wait_reported = false; // report_recv_wait said it once for this connection
-  std::string addresses;           // "local -> peer", for the log lines (note_endpoints)
-  // Headers and short payloads are read through here, many frames per system call;
-  // uninitialised, so an idle connection's pages are never touched (qp_io.cpp).
+  // ---- work posted before the connection exists, flushed or handed on at attach ----
+  struct Early {
+    iwarp::Ring<iwarp::RecvWr> recv; // receives posted in INIT/RTR
+    iwarp::Ring<iwarp::SendWr> send; // Sends posted in RTS while an IB-style connect is under way
+  } early;
+
+  // ---- IB-style connect (ib_connect.cpp): the shim makes the connection ----
+  struct IbConnect {
+    bool pending = false; // waiting for the connection
+    bool path = false;    // connected (or connecting) IB-style, until RESET
+    std::uint32_t peer_qpn = 0;
+  } ib;
+
+  // ---- the protocol engine, created when the CM connects the QP ----
+  std::unique_ptr<iwarp::Qp> engine;
+
+  // ---- the connection: the socket, after the CM attached it (qp_io.cpp) ----
+  struct Conn {
+    int fd = -1;
+    bool want_write = false; // the socket was full
+    bool fin_sent = false;
+    bool peer_closed = false;
+    bool event_reported = false;
+    bool recv_wait_reported = false; // report_recv_wait said it once for this connection
+    std::string addresses;           // "local -> peer", for the log lines (note_endpoints)
+  } conn;
+
+  // ---- receiving: headers and short payloads through a staging buffer, many frames per
+  // system call; uninitialised, so an idle connection's pages are never touched ----
   static constexpr std::size_t kStaging = 64 << 10;
-  std::unique_ptr<std::byte[]> staging;
-  std::size_t staged_pos = 0, staged_end = 0;
-  bool after_direct = false; // the last read went into place: stage only up to the next header
+  struct Rx {
+    std::unique_ptr<std::byte[]> staging;
+    std::size_t pos = 0, end = 0; // what is staged and not yet fed to the engine
+    bool after_direct = false;    // the last read went into place: stage up to the next header
+  } rx;
+
+  // ---- transmitting: the gather list, and the pipe that large Read Responses may take by
+  // reference (qp_splice.cpp) ----
   static constexpr std::size_t kMaxIov = 256; // pieces per sendmsg, writev or vmsplice
-  std::vector<iwarp::ConstBytes> tx_pieces;   // push_tx's gather list, sized once
-  std::vector<std::uint8_t> tx_by_ref;        // and which pieces may go by reference
-  // Large Read Responses go by reference through a pipe of the QP's own (qp_splice.cpp):
-  // its ends once made, the octets it holds that are not yet in the socket, and whether
-  // splicing failed here (the QP copies from then on). Which path is cheaper depends on the
-  // machine, so each is timed: epochs of the choice so far, and per path [copy, splice] the
-  // time and octets of its pushes in this one.
-  int tx_pipe[2] = {-1, -1};
-  std::size_t tx_piped = 0;
-  bool splice_failed = false; // vmsplice was refused here: the QP copies from then on
+  struct Tx {
+    std::vector<iwarp::ConstBytes> pieces; // push_tx's gather list, sized once
+    std::vector<std::uint8_t> by_ref;      // and which pieces may go by reference
+    int pipe[2] = {-1, -1};                // the pipe's ends, once made
+    std::size_t piped = 0;                 // octets in the pipe, not yet in the socket
+    bool splice_failed = false;            // vmsplice was refused here: copy from then on
+  } tx;
 
-  // Who moves the bytes, and when (drive.hpp): held posts, the receive back-off, parking,
-  // held Sends, the Read Response path; its counters.
+  // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
+  // parking, held Sends, the Read Response path; its counters ----
   drive::QpDrive drv;
-  bool in_epoll = false;         // the progress thread's epoll has the socket...
-  std::uint32_t watched = 0;     // ...with these events
-  bool timed = false;            // on the progress thread's timer list (a reference held)...
-  drive::QpDrive::Wake timer_at; // ...due then (under Progress::timers_mu_)
 
-  // ibv_wr_* (extended send API): the batch being built, sized for the send queue.
-  iwarp::Ring<iwarp::SendWr> wr_batch;
-  int wr_error = 0;
+  // ---- what the progress thread does with it (progress.cpp) ----
+  struct Watch {
+    bool in_epoll = false;    // its epoll has the socket...
+    std::uint32_t events = 0; // ...with these events
+    bool timed = false;       // on its timer list (a reference held)...
+    drive::QpDrive::Wake at;  // ...due then (under Progress::timers_mu_)
+  } watch;
+
+  // ---- ibv_wr_* (the extended send API): the batch being built, sized for the send queue ----
+  struct WrBatch {
+    iwarp::Ring<iwarp::SendWr> batch;
+    int error = 0;
+  } wr;
 
   Context* ctx();
   Cq* send_cq();
   Cq* recv_cq();
-  bool connected() const { return engine && fd >= 0; }
+  bool connected() const { return engine && conn.fd >= 0; }
   // The verbs state is kept in two places, Qp::state (ibv_query_qp) and vqp.qp.state (the
   // ibv_qp libibverbs hands out); the engine's iwarp::QpState follows the connection on its
   // own. They change together here, with one exception at creation: the ibv_qp says RESET

@@ -47,7 +47,7 @@ void Qp::drive(Driver who, drive::Ns now) {
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
   const bool has_progress = ctx()->progress != nullptr;
-  bool retry_full = drv.retry_full(who, want_write, has_progress, now);
+  bool retry_full = drv.retry_full(who, conn.want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
   // at once, it would have gone before a close that this read may find, and a close found
   // first flushes it (ibv_srq_pingpong's last Send, when the peer, done, had closed while the
@@ -67,7 +67,7 @@ void Qp::drive(Driver who, drive::Ns now) {
     ctx()->reads_ns.store(now, std::memory_order_relaxed);
   }
   push_tx(retry_full);
-  if (want_write) drv.on_full(who, now);
+  if (conn.want_write) drv.on_full(who, now);
   after_io();
   if (Progress* p = ctx()->progress.get()) p->sync(this, now);
 }
@@ -79,7 +79,7 @@ void Qp::drive_posted(bool reads_only) {
   drive::QpDrive::Post post;
   post.reads_only = reads_only;
   post.reads_outstanding = connected() && engine->reads_outstanding() > 0;
-  post.can_hold = connected() && !peer_closed && engine->state() == iwarp::QpState::Rts &&
+  post.can_hold = connected() && !conn.peer_closed && engine->state() == iwarp::QpState::Rts &&
                   !scq->armed.load(std::memory_order_relaxed);
   post.has_progress = p != nullptr;
   post.send_cq_polled = scq->drv.polled_at();
@@ -95,19 +95,19 @@ void Qp::drive_posted(bool reads_only) {
 
 void Qp::push_tx(bool retry_full) {
   drv.on_transmit();
-  if (!connected() || peer_closed) return;
+  if (!connected() || conn.peer_closed) return;
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
   // now and then (Qp::drive), not by every post or poll: that would be a failing system
   // call each.
-  if (want_write && !retry_full) return;
+  if (conn.want_write && !retry_full) return;
   iovec iov[kMaxIov];
   PushClock clock{this}; // times pushes of large Read Responses (qp_splice.cpp)
   for (;;) {
     // What the pipe holds goes first: it is the stream's next octets (qp_splice.cpp).
-    if (tx_piped > 0 && !drain_pipe()) return;
-    tx_pieces.clear();
-    engine->tx_gather(tx_pieces, kMaxIov, &tx_by_ref);
-    if (tx_pieces.empty()) break;
+    if (tx.piped > 0 && !drain_pipe()) return;
+    tx.pieces.clear();
+    engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
+    if (tx.pieces.empty()) break;
     if (want_splice(clock)) {
       if (const std::size_t n = fill_pipe(); n > 0) {
         engine->tx_advance(n);
@@ -115,43 +115,42 @@ void Qp::push_tx(bool retry_full) {
         continue;
       }
     }
-    for (std::size_t i = 0; i < tx_pieces.size(); ++i)
-      iov[i] = {const_cast<std::byte*>(tx_pieces[i].data()), tx_pieces[i].size()};
+    for (std::size_t i = 0; i < tx.pieces.size(); ++i)
+      iov[i] = {const_cast<std::byte*>(tx.pieces[i].data()), tx.pieces[i].size()};
     msghdr msg{};
     msg.msg_iov = iov;
-    msg.msg_iovlen = tx_pieces.size();
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    msg.msg_iovlen = tx.pieces.size();
+    ssize_t n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       tx_error(errno);
       return;
     }
-    want_write = false;
+    conn.want_write = false;
     engine->tx_advance(static_cast<std::size_t>(n));
     clock.octets += static_cast<std::size_t>(n);
   }
-  want_write = false;
+  conn.want_write = false;
 }
 
 void Qp::tx_error(int err) {
   if (err == EAGAIN) {
-    want_write = true;
+    conn.want_write = true;
   } else {
     engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
-    peer_closed = true;
+    conn.peer_closed = true;
   }
 }
 
 bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
-  if (!connected() || peer_closed) return false;
+  if (!connected() || conn.peer_closed) return false;
   bool drained = false, got_any = false;
   for (;;) {
-    if (staged_pos < staged_end) {
+    if (rx.pos < rx.end) {
       // feed() places the staged octets and CRCs them in runs, not per field; it takes
       // fewer than offered when a Send starts waiting for a receive buffer.
-      staged_pos +=
-          engine->rx_feed(iwarp::ConstBytes(staging.get() + staged_pos, staged_end - staged_pos));
-      if (staged_pos < staged_end) break; // held: the rest stays staged
+      rx.pos += engine->rx_feed(iwarp::ConstBytes(rx.staging.get() + rx.pos, rx.end - rx.pos));
+      if (rx.pos < rx.end) break; // held: the rest stays staged
       continue;
     }
     iwarp::MutBytes dst = engine->rx_next();
@@ -162,39 +161,39 @@ bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
     // A large span is read straight into place; whatever follows it (CRC, the
     // next header) lands in the staging buffer in the same system call.
     bool direct = dst.size() >= kDirectRead;
-    std::size_t stage = after_direct ? std::min(kStaging, dst.size() + kDirectTail) : kStaging;
+    std::size_t stage = rx.after_direct ? std::min(kStaging, dst.size() + kDirectTail) : kStaging;
     iovec iov[2];
-    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{staging.get(), stage};
-    iov[1] = {staging.get(), kDirectTail};
+    iov[0] = direct ? iovec{dst.data(), dst.size()} : iovec{rx.staging.get(), stage};
+    iov[1] = {rx.staging.get(), kDirectTail};
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = direct ? 2 : 1;
-    ssize_t n = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+    ssize_t n = ::recvmsg(conn.fd, &msg, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
         engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
-        peer_closed = true;
+        conn.peer_closed = true;
       }
       break;
     }
     got_any = true;
     if (n == 0) {
       engine->on_peer_closed(true);
-      peer_closed = true;
+      conn.peer_closed = true;
       break;
     }
     auto got = static_cast<std::size_t>(n);
     budget -= std::min(budget, got);
     drained = got < iov[0].iov_len + (direct ? iov[1].iov_len : 0);
     if (direct)
-      after_direct = true;
+      rx.after_direct = true;
     else if (!drained)
-      after_direct = false;
+      rx.after_direct = false;
     std::size_t placed = direct ? std::min(got, dst.size()) : 0;
     if (placed) engine->rx_advance(placed);
-    staged_pos = 0;
-    staged_end = got - placed;
+    rx.pos = 0;
+    rx.end = got - placed;
   }
   if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
   return got_any;
@@ -218,19 +217,19 @@ void Qp::after_io() {
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
       set_state(IBV_QPS_ERR);
-      if (!peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
+      if (!conn.peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
         ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
     }
   }
-  if (engine->wants_disconnect() && !fin_sent && fd >= 0 && tx_piped == 0) {
+  if (engine->wants_disconnect() && !conn.fin_sent && conn.fd >= 0 && tx.piped == 0) {
     // Graceful close done or Terminate written: FIN (RFC 5040 §6.2.1).
-    ::shutdown(fd, SHUT_WR);
-    fin_sent = true;
+    ::shutdown(conn.fd, SHUT_WR);
+    conn.fin_sent = true;
   }
-  if (!event_reported && (peer_closed || s == iwarp::QpState::Error) &&
+  if (!conn.event_reported && (conn.peer_closed || s == iwarp::QpState::Error) &&
       (s == iwarp::QpState::Error || s == iwarp::QpState::Closed)) {
-    event_reported = true;
-    bool graceful = peer_closed && engine->error() &&
+    conn.event_reported = true;
+    bool graceful = conn.peer_closed && engine->error() &&
                     engine->error()->code == iwarp::term::mpa_tcp_closed && engine->error()->remote;
     const char* why = engine->error() ? engine->error()->message.c_str() : "connection closed";
     if (!graceful) report_end();
@@ -257,10 +256,10 @@ void Qp::flush() {
     engine->flush();
     reap();
   }
-  for (; !pending_recv.empty(); pending_recv.pop_front())
-    flush_completion(pending_recv.front());
-  for (; !pending_send.empty(); pending_send.pop_front())
-    flush_completion(pending_send.front());
+  for (; !early.recv.empty(); early.recv.pop_front())
+    flush_completion(early.recv.front());
+  for (; !early.send.empty(); early.send.pop_front())
+    flush_completion(early.send.front());
 }
 
 void Qp::flush_completion(const iwarp::RecvWr& w) {
@@ -276,15 +275,16 @@ void Qp::flush_completion(const iwarp::SendWr& w) {
 }
 
 void Qp::detach() {
-  if (fd >= 0) {
+  if (conn.fd >= 0) {
     if (Progress* p = ctx()->progress.get()) p->remove(this);
-    ::close(fd);
+    ::close(conn.fd);
   }
-  fd = -1;
+  conn.fd = -1;
   close_pipe();
   engine.reset();
-  want_write = fin_sent = peer_closed = event_reported = recv_wait_reported = false;
-  staged_pos = staged_end = 0;
+  conn.want_write = conn.fin_sent = conn.peer_closed = conn.event_reported =
+      conn.recv_wait_reported = false;
+  rx.pos = rx.end = 0;
   drv.reset_connection();
   if (drv.parked()) {
     drv.set_parked(false);

@@ -19,17 +19,18 @@ namespace uiwarp {
 void Qp::note_endpoints() {
   sockaddr_storage local{}, peer{};
   socklen_t ll = sizeof local, pl = sizeof peer;
-  addresses.clear();
+  conn.addresses.clear();
   // Taken while the connection is up: once it ends, getpeername no longer answers.
-  if (fd >= 0 && !::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) &&
-      !::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl))
-    addresses = proto::addr_string(unmapped(local)) + " -> " + proto::addr_string(unmapped(peer));
+  if (conn.fd >= 0 && !::getsockname(conn.fd, reinterpret_cast<sockaddr*>(&local), &ll) &&
+      !::getpeername(conn.fd, reinterpret_cast<sockaddr*>(&peer), &pl))
+    conn.addresses =
+        proto::addr_string(unmapped(local)) + " -> " + proto::addr_string(unmapped(peer));
 }
 
 std::string Qp::endpoints() const {
   char qpn[16];
   std::snprintf(qpn, sizeof qpn, "0x%06x", vqp.qp.qp_num);
-  return "connection " + (addresses.empty() ? "" : addresses + ", ") + "QP " + qpn;
+  return "connection " + (conn.addresses.empty() ? "" : conn.addresses + ", ") + "QP " + qpn;
 }
 
 void Qp::report_end() const {
@@ -39,8 +40,8 @@ void Qp::report_end() const {
 }
 
 void Qp::report_recv_wait() {
-  if (recv_wait_reported) return;
-  recv_wait_reported = true;
+  if (conn.recv_wait_reported) return;
+  conn.recv_wait_reported = true;
   log::error("provider", endpoints() + ": a Send arrived with no receive posted; it waits up to " +
                              std::to_string(drv.recv_wait() / 1'000'000) +
                              " ms for one (recv-wait-ms): an iWARP RNIC or siw would have "

@@ -58,10 +58,10 @@ bool by_reference(const std::vector<std::uint8_t>& by_ref,
 
 bool Qp::want_splice(PushClock& clock) {
   const SpliceMode mode = splice_mode();
-  if (mode == SpliceMode::Off || splice_failed) return false;
+  if (mode == SpliceMode::Off || tx.splice_failed) return false;
   bool any = false;
-  for (std::size_t i = 0; i < tx_pieces.size() && !any; ++i)
-    any = by_reference(tx_by_ref, tx_pieces, i);
+  for (std::size_t i = 0; i < tx.pieces.size() && !any; ++i)
+    any = by_reference(tx.by_ref, tx.pieces, i);
   if (!any) return false;
   // A push keeps the path it started with.
   if (!clock.t0) {
@@ -69,18 +69,18 @@ bool Qp::want_splice(PushClock& clock) {
     clock.path = drv.choose_path(mode);
   }
   if (clock.path != drive::QpDrive::Path::Splice) return false;
-  if (tx_pipe[0] >= 0) return true;
+  if (tx.pipe[0] >= 0) return true;
   // The socket becomes non-blocking for splice (every other call on it says MSG_DONTWAIT).
   int p[2];
-  const int fl = ::fcntl(fd, F_GETFL);
-  if (fl < 0 || ::fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+  const int fl = ::fcntl(conn.fd, F_GETFL);
+  if (fl < 0 || ::fcntl(conn.fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
       ::pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) {
-    splice_failed = true;
+    tx.splice_failed = true;
     return false;
   }
   ::fcntl(p[1], F_SETPIPE_SZ, kPipeSize); // best effort: the default is 64 KiB
-  tx_pipe[0] = p[0];
-  tx_pipe[1] = p[1];
+  tx.pipe[0] = p[0];
+  tx.pipe[1] = p[1];
   return true;
 }
 
@@ -93,25 +93,25 @@ std::size_t Qp::fill_pipe() {
   std::size_t took = 0;
   iovec iov[kMaxIov];
   std::size_t i = 0;
-  while (i < tx_pieces.size()) {
+  while (i < tx.pieces.size()) {
     // One piece by reference, or the run of pieces up to the next one, copied.
-    const bool ref = !splice_failed && by_reference(tx_by_ref, tx_pieces, i);
+    const bool ref = !tx.splice_failed && by_reference(tx.by_ref, tx.pieces, i);
     std::size_t j = i + 1;
-    while (!ref && j < tx_pieces.size() &&
-           !(!splice_failed && by_reference(tx_by_ref, tx_pieces, j)))
+    while (!ref && j < tx.pieces.size() &&
+           !(!tx.splice_failed && by_reference(tx.by_ref, tx.pieces, j)))
       ++j;
     std::size_t want = 0;
     for (std::size_t k = i; k < j; ++k) {
-      iov[k - i] = {const_cast<std::byte*>(tx_pieces[k].data()), tx_pieces[k].size()};
-      want += tx_pieces[k].size();
+      iov[k - i] = {const_cast<std::byte*>(tx.pieces[k].data()), tx.pieces[k].size()};
+      want += tx.pieces[k].size();
     }
     const auto cnt = j - i;
-    ssize_t n = ref ? ::vmsplice(tx_pipe[1], iov, cnt, SPLICE_F_NONBLOCK)
-                    : ::writev(tx_pipe[1], iov, static_cast<int>(cnt));
+    ssize_t n = ref ? ::vmsplice(tx.pipe[1], iov, cnt, SPLICE_F_NONBLOCK)
+                    : ::writev(tx.pipe[1], iov, static_cast<int>(cnt));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (ref && errno != EAGAIN) { // refused (a seccomp profile): copy from now on
-        splice_failed = true;
+        tx.splice_failed = true;
         continue;
       }
       break; // the pipe is full
@@ -120,30 +120,30 @@ std::size_t Qp::fill_pipe() {
     if (static_cast<std::size_t>(n) < want) break; // full after part of it
     i = j;
   }
-  tx_piped += took;
+  tx.piped += took;
   return took;
 }
 
 bool Qp::drain_pipe() {
-  while (tx_piped > 0) {
-    ssize_t n =
-        ::splice(tx_pipe[0], nullptr, fd, nullptr, tx_piped, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+  while (tx.piped > 0) {
+    ssize_t n = ::splice(tx.pipe[0], nullptr, conn.fd, nullptr, tx.piped,
+                         SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n < 0) {
       if (errno == EINTR) continue;
       tx_error(errno);
       return false;
     }
-    tx_piped -= static_cast<std::size_t>(n);
+    tx.piped -= static_cast<std::size_t>(n);
   }
   return true;
 }
 
 void Qp::close_pipe() {
-  for (int& p : tx_pipe) {
+  for (int& p : tx.pipe) {
     if (p >= 0) ::close(p);
     p = -1;
   }
-  tx_piped = 0;
+  tx.piped = 0;
 }
 
 } // namespace uiwarp

@@ -118,7 +118,7 @@ Qp* new_qp(ibv_context* ibctx, const ibv_qp_init_attr_ex* a) {
   qp->vqp.xrcd = nullptr;
   try {
     qp->cap = a->cap;
-    qp->pending_recv.reserve(std::max<std::uint32_t>(a->cap.max_recv_wr, 1));
+    qp->early.recv.reserve(std::max<std::uint32_t>(a->cap.max_recv_wr, 1));
     qp->srq = a->srq ? to_srq(a->srq) : nullptr;
     if (a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) set_wr_ops(qp);
     std::lock_guard lock(registry().mu);
@@ -234,7 +234,7 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   // IB-style connect: RTR names the peer, RTS brings the send side's IB attributes.
   const bool ib_rtr_call = to && attr->qp_state == IBV_QPS_RTR &&
                            (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) && qp->state == IBV_QPS_INIT;
-  const bool ib_rts_call = to && attr->qp_state == IBV_QPS_RTS && qp->ib_path &&
+  const bool ib_rts_call = to && attr->qp_state == IBV_QPS_RTS && qp->ib.path &&
                            !(mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH));
   if (ib_rtr_call) {
     if (int err = ib_rtr(qp, *attr, mask)) return err; // every uiwarp QP is RC
@@ -255,9 +255,9 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
     case IBV_QPS_RESET:
       ib_cancel(qp);
       qp->detach();
-      qp->pending_recv.clear();
-      qp->pending_send.clear();
-      qp->ib_path = false;
+      qp->early.recv.clear();
+      qp->early.send.clear();
+      qp->ib.path = false;
       break;
     case IBV_QPS_INIT:
       if (from != IBV_QPS_RESET && from != IBV_QPS_INIT) return EINVAL;
@@ -266,8 +266,8 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
       if (from != IBV_QPS_INIT && from != IBV_QPS_RTR) return EINVAL;
       break;
     case IBV_QPS_RTS:
-      if (qp->ib_pending && from != IBV_QPS_RTR && from != IBV_QPS_RTS) return EINVAL;
-      if (!qp->engine && !qp->ib_pending) {
+      if (qp->ib.pending && from != IBV_QPS_RTR && from != IBV_QPS_RTS) return EINVAL;
+      if (!qp->engine && !qp->ib.pending) {
         explain("a QP enters RTS only when the RDMA CM has connected it (iWARP)");
         return EINVAL;
       }
@@ -303,7 +303,7 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
   attr->qp_access_flags = qp->access;
   attr->cap = qp->cap;
   attr->port_num = 1;
-  if (qp->ib_path) attr->dest_qp_num = qp->ib_peer_qpn;
+  if (qp->ib.path) attr->dest_qp_num = qp->ib.peer_qpn;
   if (qp->engine) {
     attr->max_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ord);
     attr->max_dest_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ird);
@@ -385,11 +385,11 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
     } else if (qp->state == IBV_QPS_ERR) {
       qp->flush_completion(to_recv_wr(wr));
     } else {
-      if (qp->pending_recv.size() >= qp->cap.max_recv_wr) {
+      if (qp->early.recv.size() >= qp->cap.max_recv_wr) {
         err = ENOMEM;
         break;
       }
-      qp->pending_recv.push_back(to_recv_wr(wr));
+      qp->early.recv.push_back(to_recv_wr(wr));
     }
   }
   // A Send that waited for this buffer (and what follows it) is taken in now.

@@ -109,14 +109,14 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
   case IBV_QPS_RTR:
     // An IB-style QP in RTR already has (or is getting) its connection, full duplex as every
     // iWARP one: perftest's ib_send_bw receiver sends its credits from RTR on iWARP devices.
-    if (qp->ib_path) break;
+    if (qp->ib.path) break;
     return EINVAL;
   default: return EINVAL; // the send queue is not active before RTS
   }
-  if (!qp->engine && qp->ib_pending) {
+  if (!qp->engine && qp->ib.pending) {
     // IB-style connect still under way: the Send waits for the connection (ib_connect.cpp).
-    if (qp->pending_send.size() >= qp->cap.max_send_wr) return ENOMEM;
-    qp->pending_send.push_back(wr);
+    if (qp->early.send.size() >= qp->cap.max_send_wr) return ENOMEM;
+    qp->early.send.push_back(wr);
     return 0;
   }
   if (!qp->engine) {
@@ -143,11 +143,11 @@ namespace {
 
 iwarp::SendWr* new_wr(ibv_qp_ex* qpx, iwarp::WrOpcode op) {
   Qp* qp = to_qp(qpx);
-  if (qp->wr_batch.size() >= qp->cap.max_send_wr) {
-    qp->wr_error = ENOMEM; // more than the send queue holds
+  if (qp->wr.batch.size() >= qp->cap.max_send_wr) {
+    qp->wr.error = ENOMEM; // more than the send queue holds
     return nullptr;
   }
-  iwarp::SendWr& w = qp->wr_batch.push_slot();
+  iwarp::SendWr& w = qp->wr.batch.push_slot();
   w = iwarp::SendWr{};
   w.wr_id = qpx->wr_id;
   w.opcode = op;
@@ -159,41 +159,41 @@ iwarp::SendWr* new_wr(ibv_qp_ex* qpx, iwarp::WrOpcode op) {
 }
 iwarp::SendWr* cur_wr(ibv_qp_ex* qpx) {
   Qp* qp = to_qp(qpx);
-  if (qp->wr_batch.empty()) {
-    if (!qp->wr_error) qp->wr_error = EINVAL;
+  if (qp->wr.batch.empty()) {
+    if (!qp->wr.error) qp->wr.error = EINVAL;
     return nullptr;
   }
-  return &qp->wr_batch.back();
+  return &qp->wr.batch.back();
 }
 // Inline data beyond max_inline_data (or beyond what a SendWr holds) fails the batch.
 void add_inline(Qp* qp, iwarp::SendWr* w, const void* addr, std::size_t length) {
   const auto* p = static_cast<const std::byte*>(addr);
   if (w->inline_data.size() + length > qp->cap.max_inline_data ||
       !w->inline_data.append(p, p + length))
-    qp->wr_error = EINVAL;
+    qp->wr.error = EINVAL;
 }
 
 void wr_start(ibv_qp_ex* qpx) noexcept {
   Qp* qp = to_qp(qpx);
   qp->mu.lock(); // held until wr_complete / wr_abort
-  qp->wr_batch.clear();
-  qp->wr_error = 0;
+  qp->wr.batch.clear();
+  qp->wr.error = 0;
 }
 int wr_complete(ibv_qp_ex* qpx) noexcept {
   Qp* qp = to_qp(qpx);
-  int err = qp->wr_error;
-  for (const iwarp::SendWr& w : qp->wr_batch) {
+  int err = qp->wr.error;
+  for (const iwarp::SendWr& w : qp->wr.batch) {
     if (err) break;
     if (w.sgl.size() > qp->cap.max_send_sge ||
         (w.is_inline && (w.opcode == iwarp::WrOpcode::RdmaRead || is_atomic(w.opcode))))
       err = EINVAL;
   }
   bool reads_only = true;
-  for (std::size_t i = 0; !err && i < qp->wr_batch.size(); ++i) {
-    err = submit_send(qp, qp->wr_batch[i]);
-    reads_only = reads_only && qp->wr_batch[i].opcode == iwarp::WrOpcode::RdmaRead;
+  for (std::size_t i = 0; !err && i < qp->wr.batch.size(); ++i) {
+    err = submit_send(qp, qp->wr.batch[i]);
+    reads_only = reads_only && qp->wr.batch[i].opcode == iwarp::WrOpcode::RdmaRead;
   }
-  qp->wr_batch.clear();
+  qp->wr.batch.clear();
   // Transmit from this thread, or with the next drive.
   if (err)
     qp->drive(Driver::Post, mono_ns());
@@ -204,7 +204,7 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
 }
 void wr_abort(ibv_qp_ex* qpx) noexcept {
   Qp* qp = to_qp(qpx);
-  qp->wr_batch.clear();
+  qp->wr.batch.clear();
   qp->mu.unlock();
 }
 void wr_send(ibv_qp_ex* qpx) noexcept { new_wr(qpx, iwarp::WrOpcode::Send); }
@@ -253,7 +253,7 @@ void wr_bind_mw(ibv_qp_ex* qpx, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_inf
   if (!w) return;
   Qp* qp = to_qp(qpx);
   if (!info || to_window_bind(mw, IBV_MW_TYPE_2, qp->vqp.qp.pd, rkey, *info, *w))
-    qp->wr_error = EINVAL;
+    qp->wr.error = EINVAL;
 }
 void wr_local_inv(ibv_qp_ex* qpx, uint32_t invalidate_rkey) noexcept {
   if (iwarp::SendWr* w = new_wr(qpx, iwarp::WrOpcode::LocalInvalidate))
@@ -276,7 +276,7 @@ void wr_set_sge_list(ibv_qp_ex* qpx, size_t n, const ibv_sge* sg) noexcept {
   w->sgl.clear();
   w->inline_data.clear();
   if (!w->is_inline && n > qp->cap.max_send_sge) {
-    qp->wr_error = EINVAL;
+    qp->wr.error = EINVAL;
     return;
   }
   for (size_t i = 0; i < n; ++i) {
@@ -306,7 +306,7 @@ void wr_set_inline_data_list(ibv_qp_ex* qpx, size_t n, const ibv_data_buf* bufs)
 
 void set_wr_ops(Qp* qp) {
   qp->vqp.comp_mask |= 1 << 1; // VERBS_QP_EX: ibv_qp_to_qp_ex() works
-  qp->wr_batch.reserve(std::max<std::uint32_t>(qp->cap.max_send_wr, 1));
+  qp->wr.batch.reserve(std::max<std::uint32_t>(qp->cap.max_send_wr, 1));
   ibv_qp_ex& x = qp->vqp.qp_ex;
   x.wr_start = wr_start;
   x.wr_complete = wr_complete;
