@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # test_plot.sh: scripts/plot draws valid SVG charts from small bandwidth and latency CSVs as
 # scripts/bench --plot writes them (a missing figure as "nan"), and refuses a folder without
-# them. Exit 77 (skipped) without gnuplot.
+# them, or a CSV whose lines and header differ. Exit 77 (skipped) without gnuplot.
 source "$(dirname "$0")/../../scripts/lib/common.sh"
 test_init
 PLOT=$(cd "$(dirname "$0")/../.." && pwd)/scripts/plot
@@ -26,6 +26,10 @@ PY
 )
   expect_eq "$chart.svg is SVG with its series named and drawn" ok "$out"
 done
+mkdir "$T/comma"
+printf 'size,siw,uiwarp, no CRC\n64,0.6,0.4\n' >"$T/comma/bandwidth.csv"
+check "a CSV whose lines do not match its header is refused, with the line" bash -c \
+  "! '$PLOT' '$T/comma' 2>'$T/comma.err' && grep -q 'line 2: 3 fields, the header has 4' '$T/comma.err'"
 mkdir "$T/empty"
 check "a folder without CSVs is refused" bash -c "! '$PLOT' '$T/empty' 2>/dev/null"
 finish
