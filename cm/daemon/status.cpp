@@ -30,13 +30,18 @@ std::string counters_line(const Counters& k, std::uint64_t refused, std::uint64_
          n(refused) + ", link events " + n(link_events);
 }
 
+// A QPN as the provider's log lines print it: "0x00a1b2".
+std::string qpn(std::uint32_t q) {
+  char s[16];
+  std::snprintf(s, sizeof s, "0x%06x", q);
+  return s;
+}
+
 // "qp 0x000011 dev uiwarp0 RTS", or "qp - handover" until the provider reports the QP that
-// took the socket (or when its program's shim is older and does not say).
+// took the socket (proto::Attached).
 std::string qp_part(const HandedView& h) {
   if (!h.attached) return "qp - handover";
-  char qpn[16];
-  std::snprintf(qpn, sizeof qpn, "0x%06x", h.qp_num);
-  return std::string("qp ") + qpn + " dev " + (h.device.empty() ? "-" : h.device) + " RTS";
+  return "qp " + qpn(h.qp_num) + " dev " + (h.device.empty() ? "-" : h.device) + " RTS";
 }
 
 } // namespace
@@ -73,10 +78,9 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
     std::vector<std::string> lines;
     for (auto it = s.closed.rbegin(); it != s.closed.rend(); ++it) {
       if (s.any_user && s.asker != 0 && it->uid != s.asker) continue;
-      char qpn[16];
-      std::snprintf(qpn, sizeof qpn, "0x%06x", it->qp_num);
       lines.push_back("  " + addr_string(it->conn.local) + " " + addr_string(it->conn.peer) + " " +
-                      it->process + " qp " + qpn + " ended " + age(it->ended) + " ago after " +
+                      it->process + " qp " + qpn(it->qp_num) + " ended " + age(it->ended) +
+                      " ago after " +
                       n(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                        it->ended - it->conn.since)
                                                        .count())) +
