@@ -96,6 +96,11 @@ std::string join(const std::vector<std::string>& v, char sep) {
 
 bool debug() { return uiwarp::Env::get().flag(uiwarp::EnvVar::Debug); }
 
+// What the program runs with: the variables of uiwarp's own table, by their names there.
+int set_env(uiwarp::EnvVar v, const char* value) {
+  return ::setenv(uiwarp::spec(v).name, value, 1);
+}
+
 int fail(const std::string& msg) {
   std::fprintf(stderr, "uiwarp-run: error: %s\n", msg.c_str());
   return kExitFail;
@@ -165,19 +170,19 @@ int main(int argc, char** argv) {
   if (const char* d = env.nonempty(uiwarp::EnvVar::Daemon)) uiwarpd = d;
   const uiwarp::DaemonSocket cm = uiwarp::choose_daemon_socket(dir, from_build_tree);
   // A per-user daemon (one per user and network namespace, started here unless it runs): the
-  // shim starts it again if it goes away while the program listens (kRestartEnv).
+  // shim starts it again if it goes away while the program listens (UIWARPD_RESTART).
   if (cm.start_if_needed && !uiwarp::ensure_daemon(uiwarpd, cm.path, &err)) return fail(err);
-  ::setenv("UIWARPD_SOCKET", cm.path.c_str(), 1);
+  set_env(uiwarp::EnvVar::DaemonSocket, cm.path.c_str());
   if (cm.start_if_needed)
-    ::setenv(uiwarp::kRestartEnv, uiwarpd.c_str(), 1);
+    set_env(uiwarp::EnvVar::DaemonRestart, uiwarpd.c_str());
   else
-    ::unsetenv(uiwarp::kRestartEnv);
-  ::setenv("UIWARPD_SOCKET_NETNS", std::to_string(uiwarp::current_netns_inode()).c_str(), 1);
+    ::unsetenv(uiwarp::spec(uiwarp::EnvVar::DaemonRestart).name);
+  set_env(uiwarp::EnvVar::DaemonSocketNetns, std::to_string(uiwarp::current_netns_inode()).c_str());
   if (debug())
     std::fprintf(stderr, "uiwarp-run: uiwarpd %s: %s\n", cm.path.c_str(), cm.why.c_str());
 
   // 4. The environment.
-  if (::setenv("SYSFS_PATH", sysfs.c_str(), 1) != 0) return fail("setenv");
+  if (set_env(uiwarp::EnvVar::SysfsPath, sysfs.c_str()) != 0) return fail("setenv");
   std::string rdmav_drivers =
       env.value(uiwarp::EnvVar::RdmavDrivers) ? env.value(uiwarp::EnvVar::RdmavDrivers) : "(unset)";
   if (!driver.empty()) {
@@ -185,7 +190,7 @@ int main(int argc, char** argv) {
     for (auto& d : split(env.value(uiwarp::EnvVar::RdmavDrivers), ":;"))
       if (d != driver) drivers.push_back(d);
     rdmav_drivers = join(drivers, ':');
-    ::setenv("RDMAV_DRIVERS", rdmav_drivers.c_str(), 1);
+    set_env(uiwarp::EnvVar::RdmavDrivers, rdmav_drivers.c_str());
   }
   std::vector<std::string> preload;
   if (from_build_tree) {
@@ -202,7 +207,7 @@ int main(int argc, char** argv) {
     if (!dup) preload.push_back(p);
   }
   const std::string ld_preload = join(preload, ':');
-  ::setenv("LD_PRELOAD", ld_preload.c_str(), 1);
+  set_env(uiwarp::EnvVar::LdPreload, ld_preload.c_str());
 
   if (debug()) {
     std::fprintf(stderr, "uiwarp-run: %s files; SYSFS_PATH=%s RDMAV_DRIVERS=%s LD_PRELOAD=%s\n",

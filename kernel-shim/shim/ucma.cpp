@@ -176,7 +176,7 @@ void Ucma::gone() {
 
 // Listening ids outlive their uiwarpd: their sockets still listen (the kernel queues new
 // connections in the backlog), so a new daemon takes them over. The per-user daemon that
-// uiwarp-run started is started again (kRestartEnv); systemd starts the system one when its
+// uiwarp-run started is started again (UIWARPD_RESTART); systemd starts the system one when its
 // socket is connected to. Tries with a growing pause (20 ms to 1 s) until every listener is
 // registered or none is left; a daemon that refuses (another protocol version) is named once.
 void Ucma::relisten() {

@@ -10,10 +10,6 @@
 
 namespace uiwarp {
 
-// The environment variable in which uiwarp-run tells the shim which uiwarpd to start when the
-// per-user daemon it started goes away (unset for the system daemon: systemd starts that one).
-inline constexpr const char* kRestartEnv = "UIWARPD_RESTART";
-
 // Whether something accepts connections on uiwarpd socket `path`.
 bool daemon_alive(const std::string& path);
 
