@@ -78,7 +78,7 @@ void Qp::drive_posted(bool reads_only) {
   Cq* scq = send_cq();
   drive::QpDrive::Post post;
   post.reads_only = reads_only;
-  post.reads_outstanding = connected() && engine->reads_outstanding() > 0;
+  post.reads_outstanding = reads_only && connected() && engine->reads_outstanding() > 0;
   post.can_hold = connected() && !conn.peer_closed && engine->state() == iwarp::QpState::Rts &&
                   !scq->armed.load(std::memory_order_relaxed);
   post.has_progress = p != nullptr;
