@@ -19,6 +19,8 @@ ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local)
   p.large_fpdu = r.large_fpdu;
   p.rfc7306 = r.rfc7306;
   p.recv_wait_ms = static_cast<std::uint32_t>(local.recv_wait.count());
+  p.same_host = r.same_host;
+  p.peer_same_host = r.peer_same_host;
   return p;
 }
 
@@ -30,8 +32,8 @@ std::string describe(const ConnParams& p) {
   // The initiator sends the RTR (RFC 6581 §7.1); the responder only waits for it.
   s += !p.p2p ? "off" : p.initiator ? std::string("rtr ") + kRtr[static_cast<int>(p.rtr)] : "on";
   return s + " ird " + std::to_string(p.ird) + " ord " + std::to_string(p.ord) +
-         (p.large_fpdu ? " large-fpdu" : "") + (p.rfc7306 ? " rfc7306" : "") + " recv-wait " +
-         std::to_string(p.recv_wait_ms) + "ms";
+         (p.large_fpdu ? " large-fpdu" : "") + (p.rfc7306 ? " rfc7306" : "") +
+         (p.same_host ? " same-host" : "") + " recv-wait " + std::to_string(p.recv_wait_ms) + "ms";
 }
 
 } // namespace iwarp

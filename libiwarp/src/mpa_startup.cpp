@@ -133,6 +133,8 @@ MpaStartup MpaStartup::initiator(const MpaPolicy& policy, std::vector<std::byte>
   f.crc = policy.crc || policy.crc_always; // MC-07: an always-CRC side says C=1
   f.large_fpdu = policy.large_fpdu;
   f.rfc7306 = policy.rfc7306;
+  // Only the bit: a peer that is not uiwarp would hand a trailer to its ULP as private data.
+  f.same_host = policy.same_host;
   // RFC 6581 §6, §10: enhanced data (S=1) only when enhanced features are wanted.
   if (policy.revision >= kRevEnhanced && policy.enhanced) {
     MpaEnhanced e;
@@ -245,8 +247,11 @@ bool MpaStartup::check_header() {
                                       " cannot hold the 4 octets of enhanced data (RFC 6581 §6)"));
     return false;
   }
-  // RFC 5044 §7.1.2 r9 (HX-008): never more than the local buffer holds.
-  const std::size_t ulp_pd = header_.pd_length - (enhanced ? kEnhancedDataLen : 0);
+  if (!check_same_host_flag()) return false;
+  // RFC 5044 §7.1.2 r9 (HX-008): never more than the local buffer holds. A same-host offer
+  // goes to its own fixed-size field, not to the ULP's buffer.
+  const std::size_t ulp_pd =
+      header_.pd_length - (enhanced ? kEnhancedDataLen : 0) - same_host_trailer();
   if (ulp_pd > policy_.max_private_data) {
     fail(term::mpa_invalid_frame,
          cat(kind, " private data of ", ulp_pd, " octets exceeds the local buffer of ",
@@ -311,9 +316,59 @@ bool MpaStartup::check_enhanced_flag() {
   return true;
 }
 
+// uiwarp's same-host bit in a Reply (kMpaFlagSameHost, a Res bit of RFC 5044 §7.1.1): only a
+// uiwarp responder sets it, and only to accept a Request of ours that had it, with its offer
+// at the end of the private data. A peer that sets uiwarp's bit is uiwarp, so any other use is
+// a bug or an attack, refused like other malformed Replies: here as far as the header tells,
+// the offer's magic and version once the private data is in (process_frame).
+bool MpaStartup::check_same_host_flag() {
+  if (role_ != MpaRole::Initiator || !(header_.flags & kMpaFlagSameHost)) return true;
+  const std::size_t need = (peer_enhanced() ? kEnhancedDataLen : 0) + kSameHostOfferLen;
+  std::string why;
+  if (!local_frame_.same_host)
+    why = "the Request did not offer it";
+  else if (header_.reject())
+    why = "the Reply rejects (R=1)";
+  else if (peer_rdmac_)
+    why = "the Reply is Rev 0 (RDMAC)";
+  else if (header_.pd_length < need)
+    why = cat("PD_Length ", header_.pd_length, " cannot hold the ", kSameHostOfferLen,
+              "-octet same-host offer", peer_enhanced() ? " after the enhanced data" : "");
+  if (why.empty()) return true;
+  fail(term::mpa_invalid_frame,
+       cat("MPA Reply has uiwarp's same-host bit but ", why, " (a Res bit, RFC 5044 §7.1.1)"));
+  return false;
+}
+
+// Octets of same-host offer at the end of the frame's private data (checked at the header).
+std::size_t MpaStartup::same_host_trailer() const {
+  const bool offer = role_ == MpaRole::Initiator && (header_.flags & kMpaFlagSameHost);
+  return offer ? kSameHostOfferLen : 0;
+}
+
 void MpaStartup::process_frame() {
   const std::byte* pd = in_.data() + kMpaFrameHeaderLen;
   const std::byte* end = pd + header_.pd_length;
+  // The split of the private data: enhanced octets first (RFC 6581 §9), the ULP's, then a
+  // same-host offer, which the ULP never sees.
+  std::optional<SameHostOffer> offer;
+  if (same_host_trailer() != 0) {
+    end -= kSameHostOfferLen;
+    offer = SameHostOffer::decode(end);
+    if (offer->magic != kSameHostMagic) {
+      fail(term::mpa_invalid_frame,
+           cat("MPA Reply's same-host offer has magic ", octet_text(offer->magic[0]), " ",
+               octet_text(offer->magic[1]), " ", octet_text(offer->magic[2]), " ",
+               octet_text(offer->magic[3]), ", expected \"UWSH\" (uiwarp's same-host bit)"));
+      return;
+    }
+    if (offer->version != kSameHostVersion) {
+      fail(term::mpa_invalid_frame,
+           cat("MPA Reply's same-host offer has version ", offer->version, ", expected ",
+               kSameHostVersion, " (uiwarp's same-host bit)"));
+      return;
+    }
+  }
   MpaFrame f;
   f.kind = header_.kind;
   f.markers = header_.markers();
@@ -321,12 +376,14 @@ void MpaStartup::process_frame() {
   f.reject = f.kind == MpaKind::Reply && header_.reject(); // HX-010: not checked in a Request
   f.large_fpdu = header_.flags & kMpaFlagLargeFpdu;        // other Res bits: not checked
   f.rfc7306 = header_.flags & kMpaFlagRfc7306;
+  f.same_host = header_.flags & kMpaFlagSameHost; // in a Reply, its offer is split off above
   f.rev = header_.rev;
   if (peer_enhanced()) {
     f.enhanced = MpaEnhanced::decode(pd); // EMPA-037: B/C/D ignored when A=0
     pd += kEnhancedDataLen;
   }
   f.private_data.assign(pd, end);
+  f.same_host_offer = offer;
   peer_frame_ = std::move(f);
 
   result_.peer_rev = peer_frame_.rev;
@@ -359,6 +416,9 @@ void MpaStartup::process_reply() {
   result_.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
   // RFC 7306 runs on RDMAP version 1 only (§4), so never toward an RDMAC peer.
   result_.rfc7306 = local_frame_.rfc7306 && peer_frame_.rfc7306 && !peer_rdmac_;
+  // check_same_host_flag: an offer is here only in an accepting IETF Reply to our bit.
+  result_.same_host = peer_frame_.same_host_offer.has_value();
+  result_.peer_same_host = peer_frame_.same_host_offer;
   result_.enhanced = local_frame_.enhanced && peer_frame_.enhanced;
   if (peer_frame_.reject) { // RFC 5044 §7.1.2 r3 (HX-011): TCP stays open for the ULP
     finish(MpaState::Rejected);
@@ -420,16 +480,16 @@ void MpaStartup::negotiate_enhanced() {
 // ---- responder: the Reply -------------------------------------------------------------
 
 void MpaStartup::accept(std::vector<std::byte> private_data, std::optional<std::uint16_t> ird,
-                        std::optional<std::uint16_t> ord) {
+                        std::optional<std::uint16_t> ord, std::optional<SameHostOffer> same_host) {
   if (state_ != MpaState::RequestReceived) return;
   send_reply(false, std::move(private_data), ird.value_or(policy_.ird), ord.value_or(policy_.ord),
-             std::nullopt);
+             std::nullopt, same_host);
 }
 
 void MpaStartup::reject(std::vector<std::byte> private_data,
                         std::optional<std::uint16_t> required_ord) {
   if (state_ != MpaState::RequestReceived) return;
-  send_reply(true, std::move(private_data), policy_.ird, policy_.ord, required_ord);
+  send_reply(true, std::move(private_data), policy_.ird, policy_.ord, required_ord, std::nullopt);
 }
 
 // Flags and Rev of our Reply, from the Request header.
@@ -450,7 +510,8 @@ MpaFrame MpaStartup::reply_frame(bool reject) const {
 }
 
 void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, std::uint16_t ird,
-                            std::uint16_t ord, std::optional<std::uint16_t> required_ord) {
+                            std::uint16_t ord, std::optional<std::uint16_t> required_ord,
+                            std::optional<SameHostOffer> same_host) {
   MpaFrame f = reply_frame(reject);
   const bool enhanced = peer_frame_.enhanced.has_value();
   const std::size_t max_pd = kMaxPrivateData - (enhanced ? kEnhancedDataLen : 0);
@@ -467,6 +528,14 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
     if (reject && required_ord) f.enhanced->ord = wire_ird_ord(*required_ord);
   }
   f.private_data = std::move(private_data);
+  // uiwarp's same-host offer: echoed as the RFC 7306 bit is (never offered, never to RDMAC),
+  // never in a reject, and dropped with its bit when the ULP's private data leaves no room
+  // for it in the 512 octets of RFC 5044 §7.1.1.
+  if (same_host && !reject && policy_.same_host && peer_frame_.same_host && !peer_rdmac_ &&
+      f.pd_length() + kSameHostOfferLen <= kMaxPrivateData) {
+    f.same_host = true;
+    f.same_host_offer = same_host;
+  }
 
   result_.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
   result_.crc = f.crc;                                     // already includes the Request's C
@@ -474,6 +543,7 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
   result_.markers_rx = f.markers;
   result_.large_fpdu = f.large_fpdu && peer_frame_.large_fpdu;
   result_.rfc7306 = f.rfc7306;
+  result_.same_host = f.same_host;
   const std::vector<std::byte> wire = f.encode();
   out_.insert(out_.end(), wire.begin(), wire.end());
   local_frame_ = std::move(f);

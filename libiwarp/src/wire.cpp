@@ -179,7 +179,8 @@ std::vector<std::byte> MpaFrame::encode() const {
   h.flags = static_cast<std::uint8_t>(
       (markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
       (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) | (enhanced ? kMpaFlagS : 0) |
-      (large_fpdu ? kMpaFlagLargeFpdu : 0) | (rfc7306 ? kMpaFlagRfc7306 : 0));
+      (large_fpdu ? kMpaFlagLargeFpdu : 0) | (rfc7306 ? kMpaFlagRfc7306 : 0) |
+      (same_host ? kMpaFlagSameHost : 0));
   h.rev = rev;
   h.pd_length = static_cast<std::uint16_t>(pd_length());
   std::vector<std::byte> out(kMpaFrameHeaderLen + pd_length());
@@ -189,8 +190,37 @@ std::vector<std::byte> MpaFrame::encode() const {
     enhanced->encode(p);
     p += kEnhancedDataLen;
   }
-  std::copy(private_data.begin(), private_data.end(), p);
+  p = std::copy(private_data.begin(), private_data.end(), p);
+  if (same_host_offer) same_host_offer->encode(p);
   return out;
+}
+
+void SameHostOffer::encode(std::byte* out) const {
+  std::memcpy(out, magic.data(), magic.size());
+  out[4] = std::byte(version);
+  out[5] = out[6] = out[7] = std::byte{0};
+  std::memcpy(out + 8, boot_id.data(), boot_id.size());
+  store_be64(out + 24, pid_ns);
+  store_be32(out + 32, uid);
+  store_be32(out + 36, pid);
+  store_be32(out + 40, table_fd);
+  store_be32(out + 44, slot);
+  std::memcpy(out + 48, nonce.data(), nonce.size());
+  static_assert(48 + sizeof(SameHostOffer::nonce) == kSameHostOfferLen);
+}
+
+SameHostOffer SameHostOffer::decode(const std::byte* in) {
+  SameHostOffer o;
+  std::memcpy(o.magic.data(), in, o.magic.size());
+  o.version = static_cast<std::uint8_t>(u8(in[4]));
+  std::memcpy(o.boot_id.data(), in + 8, o.boot_id.size());
+  o.pid_ns = load_be64(in + 24);
+  o.uid = load_be32(in + 32);
+  o.pid = load_be32(in + 36);
+  o.table_fd = load_be32(in + 40);
+  o.slot = load_be32(in + 44);
+  std::memcpy(o.nonce.data(), in + 48, o.nonce.size());
+  return o;
 }
 
 // ---- DDP / RDMAP ----------------------------------------------------------------

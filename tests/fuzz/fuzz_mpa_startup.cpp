@@ -9,9 +9,11 @@
 //    when the frame completes, nothing once the exchange is over;
 //  - states only move forward (Established and Rejected can only fail);
 //  - a finished exchange has no deadline, a failed one says why;
-//  - an Established result is consistent with the local policy;
-//  - everything we wrote is our own well-formed Request or Reply, followed by
-//    a well-formed Terminate FPDU when the error says one was sent.
+//  - an Established result is consistent with the local policy, a same-host offer
+//    agreed only when both ends set the bit and, at the initiator, received intact;
+//  - everything we wrote is our own well-formed Request or Reply (a Request never
+//    with a same-host trailer, a Reply with one only after our caller's offer),
+//    followed by a well-formed Terminate FPDU when the error says one was sent.
 #include "fuzz_mpa_startup.hpp"
 
 #include "fuzz_common.hpp"
@@ -73,7 +75,9 @@ class TermChecker final : public iwarp::test::UlpduCollector {
 struct Harness {
   Harness(const std::uint8_t* hdr, MpaClock::time_point t0)
       : policy(make_policy(hdr)), responder(hdr[0] & kPol0Responder), reject(hdr[1] & kPol1Reject),
-        pd_len(kPdLen[hdr[4] & 15]), accept_limits(hdr[4] >> 4), rng(hdr[5]), now(t0),
+        pd_len(kPdLen[hdr[4] & 15]), accept_limits(hdr[4] >> 4),
+        offer(accept_limits & kAcceptNoOffer ? std::nullopt : std::optional(fuzz_offer(hdr[5]))),
+        rng(hdr[5]), now(t0),
         m(responder ? MpaStartup::responder(policy, now)
                     : MpaStartup::initiator(policy, pattern(pd_len, 1), now)) {
     prev = m.state();
@@ -114,7 +118,7 @@ struct Harness {
     } else {
       if (accept_limits & 1) accept_ird = kIrdOrd[accept_limits];
       if (accept_limits & 2) accept_ord = kIrdOrd[(accept_limits * 7) & 15];
-      m.accept(std::move(pd), accept_ird, accept_ord);
+      m.accept(std::move(pd), accept_ird, accept_ord, offer);
     }
     check();
   }
@@ -141,6 +145,18 @@ struct Harness {
     if (r.large_fpdu) FUZZ_CHECK(policy.large_fpdu);
     if (r.rfc7306)
       FUZZ_CHECK(policy.rfc7306 && r.version == kVersionIetf, "RFC 7306 not offered, or RDMAC");
+    if (r.same_host)
+      FUZZ_CHECK(policy.same_host && r.version == kVersionIetf, "same-host not offered, or RDMAC");
+    if (responder) {
+      FUZZ_CHECK(!r.peer_same_host, "a same-host offer from the initiator");
+      if (r.same_host) FUZZ_CHECK(offer && m.request().same_host, "same-host offered unasked");
+    } else {
+      FUZZ_CHECK(r.same_host == r.peer_same_host.has_value());
+      if (r.peer_same_host) FUZZ_CHECK(r.peer_same_host->valid(), "malformed same-host offer");
+      FUZZ_CHECK(r.peer_same_host == m.reply().same_host_offer);
+      FUZZ_CHECK(r.peer_private_data == m.reply().private_data,
+                 "the ULP's private data is not the Reply's without its offer");
+    }
     FUZZ_CHECK(r.peer_private_data.size() <= policy.max_private_data,
                "peer private data larger than the local buffer");
     const std::uint16_t base_ird = accept_ird.value_or(policy.ird);
@@ -170,14 +186,26 @@ struct Harness {
     const std::size_t frame_len = kMpaFrameHeaderLen + h->pd_length;
     FUZZ_CHECK(out.size() >= frame_len, "written frame shorter than its PD_Length");
     if (h->enhanced() && h->rev >= 2) FUZZ_CHECK(h->pd_length >= kEnhancedDataLen);
+    const bool sh_bit = h->flags & kMpaFlagSameHost;
     if (!responder) {
       FUZZ_CHECK(h->rev == policy.revision, "Request Rev differs from the policy");
       FUZZ_CHECK(h->crc() == (policy.crc || policy.crc_always));
       FUZZ_CHECK(h->markers() == policy.markers);
-    } else if (m.state() == MpaState::Established) {
-      FUZZ_CHECK(!h->reject(), "accepting Reply has R=1");
-    } else if (m.state() == MpaState::Rejected) {
-      FUZZ_CHECK(h->reject(), "rejecting Reply has R=0");
+      FUZZ_CHECK(sh_bit == policy.same_host, "Request same-host bit differs from the policy");
+      FUZZ_CHECK(h->pd_length == pd_len + (h->enhanced() ? kEnhancedDataLen : 0),
+                 "Request private data is not the ULP's alone");
+    } else {
+      FUZZ_CHECK(sh_bit == m.result().same_host, "Reply same-host bit differs from the result");
+      if (sh_bit) {
+        FUZZ_CHECK(offer && policy.same_host && !h->reject() && h->rev != 0,
+                   "same-host bit without an offer, in a reject, or to RDMAC");
+        FUZZ_CHECK(h->pd_length >= kSameHostOfferLen);
+        FUZZ_CHECK(SameHostOffer::decode(out.data() + kMpaFrameHeaderLen + h->pd_length -
+                                         kSameHostOfferLen) == *offer,
+                   "the Reply's trailer is not the caller's offer");
+      }
+      if (m.state() == MpaState::Established) FUZZ_CHECK(!h->reject(), "accepting Reply has R=1");
+      if (m.state() == MpaState::Rejected) FUZZ_CHECK(h->reject(), "rejecting Reply has R=0");
     }
     if (out.size() == frame_len) return;
     FUZZ_CHECK(m.state() == MpaState::Failed && m.error().terminate_sent,
@@ -196,6 +224,7 @@ struct Harness {
   std::size_t pd_len;
   unsigned accept_limits;
   std::optional<std::uint16_t> accept_ird, accept_ord;
+  std::optional<SameHostOffer> offer; // the responder caller's, for accept()
   Rng rng;
   MpaClock::time_point now;
   MpaStartup m;
@@ -246,9 +275,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (verbose()) {
     static constexpr const char* kNames[] = {"AwaitRequest", "RequestReceived", "AwaitReply",
                                              "Established",  "Rejected",        "Failed"};
-    std::fprintf(stderr, "  %s: %s%s%s (consumed %zu)\n", h.responder ? "responder" : "initiator",
+    std::fprintf(stderr, "  %s: %s%s%s (consumed %zu)%s\n", h.responder ? "responder" : "initiator",
                  kNames[static_cast<int>(h.m.state())], h.m.state() == MpaState::Failed ? ": " : "",
-                 h.m.state() == MpaState::Failed ? h.m.error().message.c_str() : "", h.consumed);
+                 h.m.state() == MpaState::Failed ? h.m.error().message.c_str() : "", h.consumed,
+                 h.m.result().same_host ? " same-host" : "");
   }
   h.check_output();
   // The exchange ends one way or another: timeout, then the peer's close.

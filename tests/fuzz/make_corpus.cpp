@@ -429,6 +429,69 @@ void mpa_seeds(const fs::path& dir) {
         frame(MpaKind::Reply, 2, true, false, MpaEnhanced{true, false, false, true, 1, 0}, {}));
   w.put("init_request_instead", {rev2, unenh, 0x55, 0x77, 0x03, 21},
         frame(MpaKind::Request, 2, true, false, plain, {}));
+
+  // uiwarp's same-host bit (kPol1LargeFpdu turns it on with the other private bits): a Request
+  // carries only the bit, an accepting Reply the offer after the ULP's private data.
+  const std::uint8_t sh = m::kPol1LargeFpdu;
+  auto sh_frame = [](MpaKind kind, std::uint8_t rev, std::optional<MpaEnhanced> enh,
+                     std::vector<std::byte> pd, std::vector<std::byte> trailer = {},
+                     bool reject = false) {
+    MpaFrame f;
+    f.kind = kind;
+    f.rev = rev;
+    f.markers = rev == 0;
+    f.same_host = true;
+    f.enhanced = enh;
+    f.private_data = std::move(pd);
+    f.private_data.insert(f.private_data.end(), trailer.begin(), trailer.end());
+    f.reject = reject;
+    return f.encode();
+  };
+  auto offer = [](std::size_t len = kSameHostOfferLen, std::size_t bad_at = kSameHostOfferLen) {
+    std::vector<std::byte> b(kSameHostOfferLen);
+    m::fuzz_offer(7).encode(b.data());
+    if (bad_at < b.size()) b[bad_at] ^= std::byte{0x20};
+    b.resize(len);
+    return b;
+  };
+  // Responder. Octet 4 0x4?: accept() without an offer (kAcceptNoOffer).
+  w.put("resp_same_host", {m::kPol0Responder | rev2, sh | unenh, 0x55, 0x77, 0x03, 22},
+        with_fpdu(sh_frame(MpaKind::Request, 2, plain, text("near"))));
+  w.put("resp_same_host_rev1", {m::kPol0Responder | m::kPol0Crc, sh, 0x55, 0x77, 0x00, 23},
+        sh_frame(MpaKind::Request, 1, std::nullopt, {}));
+  w.put("resp_same_host_no_room", {m::kPol0Responder | rev2, sh | unenh, 0x55, 0x77, 0x07, 24},
+        sh_frame(MpaKind::Request, 2, plain, text("full reply")));
+  w.put("resp_same_host_off", {m::kPol0Responder | rev2, unenh, 0x55, 0x77, 0x03, 25},
+        sh_frame(MpaKind::Request, 2, plain, text("near")));
+  w.put("resp_same_host_no_offer", {m::kPol0Responder | rev2, sh | unenh, 0x55, 0x77, 0x43, 26},
+        sh_frame(MpaKind::Request, 2, plain, text("near")));
+  w.put("resp_same_host_reject",
+        {m::kPol0Responder | rev2, sh | m::kPol1Reject | unenh, 0x55, 0x77, 0x03, 27},
+        sh_frame(MpaKind::Request, 2, plain, text("near")));
+  w.put("resp_same_host_rdmac",
+        {m::kPol0Responder | m::kPol0Crc | m::kPol0Permissive, sh, 0x55, 0x77, 0x03, 28},
+        sh_frame(MpaKind::Request, 0, std::nullopt, text("rdmac")));
+  // Initiator.
+  w.put("init_same_host", {rev2, sh | unenh, 0x55, 0x77, 0x03, 29},
+        with_fpdu(sh_frame(MpaKind::Reply, 2, plain, text("ok"), offer())));
+  w.put("init_same_host_p2p", {rev2 | m::kPol0P2p, sh | rtr_all | unenh, 0x55, 0x77, 0x03, 30},
+        sh_frame(MpaKind::Reply, 2, MpaEnhanced{true, false, true, false, 8, 8}, {}, offer()));
+  w.put("init_same_host_rev1", {m::kPol0Crc, sh, 0x55, 0x77, 0x03, 31},
+        sh_frame(MpaKind::Reply, 1, std::nullopt, text("r1"), offer()));
+  w.put("init_same_host_small_buffer", {rev2, sh | m::kPol1SmallPd | unenh, 0x55, 0x77, 0x03, 32},
+        sh_frame(MpaKind::Reply, 2, plain, bytes_of(16, 5), offer()));
+  w.put("init_same_host_short", {rev2, sh | unenh, 0x55, 0x77, 0x03, 33},
+        sh_frame(MpaKind::Reply, 2, plain, text("ok"), offer(40)));
+  w.put("init_same_host_bad_magic", {rev2, sh | unenh, 0x55, 0x77, 0x03, 34},
+        sh_frame(MpaKind::Reply, 2, plain, text("ok"), offer(kSameHostOfferLen, 2)));
+  w.put("init_same_host_bad_version", {rev2, sh | unenh, 0x55, 0x77, 0x03, 35},
+        sh_frame(MpaKind::Reply, 2, plain, {}, offer(kSameHostOfferLen, 4)));
+  w.put("init_same_host_unasked", {rev2, unenh, 0x55, 0x77, 0x03, 36},
+        sh_frame(MpaKind::Reply, 2, plain, text("ok"), offer()));
+  w.put("init_same_host_reject", {rev2, sh | unenh, 0x55, 0x77, 0x03, 37},
+        sh_frame(MpaKind::Reply, 2, plain, text("no"), offer(), true));
+  w.put("init_same_host_rdmac", {m::kPol0Crc | m::kPol0Permissive, sh, 0x55, 0x77, 0x03, 38},
+        sh_frame(MpaKind::Reply, 0, std::nullopt, {}, offer()));
   std::printf("mpa: %d seeds\n", w.count());
 }
 

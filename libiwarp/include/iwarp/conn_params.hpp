@@ -9,6 +9,7 @@
 #include "iwarp/mpa_startup.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace iwarp {
@@ -28,12 +29,15 @@ struct ConnParams {
   bool large_fpdu = false;           // both ends set siw's flag: FPDUs may exceed the MSS
   bool rfc7306 = false;              // both ends are uiwarp and agreed on RFC 7306 (an extension)
   std::uint32_t recv_wait_ms = 2000; // local policy, not negotiated: MpaPolicy::recv_wait
+  bool same_host = false; // both ends are uiwarp and agreed on the same-host path (an extension)
+  std::optional<SameHostOffer> peer_same_host; // initiator: the responder's same-host offer
 };
 
 // The parameters `role`'s end of an exchange got, with the local policy's receive wait.
 ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local = {});
 
-// One line for logs and `uiwarp conn show`: "IETF crc on markers -/- p2p rtr write ird 16 ...".
+// One line for logs and `uiwarp conn show`: "IETF crc on markers -/- p2p rtr write ird 16 ...",
+// " same-host" when both ends agreed on it.
 std::string describe(const ConnParams& p);
 
 } // namespace iwarp

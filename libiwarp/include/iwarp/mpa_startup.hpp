@@ -49,6 +49,7 @@ struct MpaPolicy {
   std::uint16_t max_ord = 128;
   bool large_fpdu = false; // siw's private flag (kMpaFlagLargeFpdu)
   bool rfc7306 = false;    // offer RFC 7306 to uiwarp peers (kMpaFlagRfc7306, an extension)
+  bool same_host = false;  // offer the same-host path to uiwarp peers (kMpaFlagSameHost)
   bool accept_unenhanced_reply = true;            // IM-11: rev1/S=0 Reply to an S=1 Request
   std::size_t max_private_data = kMaxPrivateData; // HX-008: local PD buffer
   // MPA-069: the whole exchange. 10 s, as Linux siw's initiator waits for the Reply
@@ -76,9 +77,11 @@ struct MpaResult {
   std::uint16_t ord = 0;
   std::optional<std::uint16_t> peer_ird; // as received (EMPA-022), 0x3FFF kept
   std::optional<std::uint16_t> peer_ord;
-  bool large_fpdu = false;                  // both ends set siw's flag
-  bool rfc7306 = false;                     // both ends set uiwarp's RFC 7306 flag (IETF only)
-  std::vector<std::byte> peer_private_data; // ULP private data from the peer
+  bool large_fpdu = false; // both ends set siw's flag
+  bool rfc7306 = false;    // both ends set uiwarp's RFC 7306 flag (IETF only)
+  bool same_host = false;  // both ends set uiwarp's same-host flag; the responder sent its offer
+  std::optional<SameHostOffer> peer_same_host; // initiator: the responder's offer, as received
+  std::vector<std::byte> peer_private_data;    // ULP private data from the peer
 };
 
 enum class MpaRole : std::uint8_t { Initiator, Responder };
@@ -132,15 +135,20 @@ public:
   // Responder: accept (queues the Reply, state becomes Established) with local
   // IRD/ORD the ULP wants (nullopt: the policy's) and its private data. accept()
   // and reject() do nothing outside RequestReceived.
+  // `same_host`: the offer to append when the Request had kMpaFlagSameHost and the policy
+  // allows it (request().same_host tells whether to prepare one). It is left out, with the
+  // bit, toward an RDMAC peer or when the private data leaves no room for it (512 octets in
+  // all, RFC 5044 §7.1.1); result().same_host says whether it went.
   void accept(std::vector<std::byte> private_data, std::optional<std::uint16_t> ird = {},
-              std::optional<std::uint16_t> ord = {});
+              std::optional<std::uint16_t> ord = {}, std::optional<SameHostOffer> same_host = {});
   // Responder: reject with private data (Reply R=1); state becomes Rejected.
   // `required_ord` (RFC 6581 §9.1, PD-04) goes in the responder ORD field.
   void reject(std::vector<std::byte> private_data, std::optional<std::uint16_t> required_ord = {});
 
   const MpaResult& result() const { return result_; }
   const MpaError& error() const { return error_; }
-  // Initiator after a Reply (accepted or rejected): the frame as received.
+  // Initiator after a Reply (accepted or rejected): the frame as received, a same-host offer
+  // split from the ULP's private data.
   const MpaFrame& reply() const { return peer_frame_; }
   // The Request (initiator) or Reply (responder) we sent, e.g. the RTR types the
   // responder listed, against which the data path checks the RTR (HX-019).
@@ -164,12 +172,15 @@ private:
   bool check_header();
   bool check_revision();
   bool check_enhanced_flag();
+  bool check_same_host_flag();
+  std::size_t same_host_trailer() const;
   void process_frame();
   void process_reply();
   void negotiate_enhanced();
   MpaFrame reply_frame(bool reject) const;
   void send_reply(bool reject, std::vector<std::byte> private_data, std::uint16_t ird,
-                  std::uint16_t ord, std::optional<std::uint16_t> required_ord);
+                  std::uint16_t ord, std::optional<std::uint16_t> required_ord,
+                  std::optional<SameHostOffer> same_host);
   MpaEnhanced reply_enhanced(std::uint16_t ird, std::uint16_t ord);
   RtrSet reply_rtr(const RtrSet& requested) const;
   void finish(MpaState state);

@@ -161,6 +161,10 @@ inline constexpr std::uint8_t kMpaFlagLargeFpdu = 0x08;
 // RFC 5044 §7.1.1 has receivers ignore. A responder echoes it only when it set it in reply to
 // a Request that had it, so a peer that is not uiwarp never sees an RFC 7306 opcode.
 inline constexpr std::uint8_t kMpaFlagRfc7306 = 0x04;
+// uiwarp's private "same host" bit: another Res bit (RFC 5044 §7.1.1), negotiated as the RFC
+// 7306 one. The Request carries only the bit; a responder echoes it only to a Request that had
+// it, and then (never in a reject) appends a SameHostOffer to the Reply's private data.
+inline constexpr std::uint8_t kMpaFlagSameHost = 0x02;
 
 // RFC 6581 §9: the 4 enhanced octets at the front of the private data when S=1.
 struct MpaEnhanced {
@@ -174,6 +178,35 @@ struct MpaEnhanced {
   void encode(std::byte* out) const;
   static MpaEnhanced decode(const std::byte* in);
   friend bool operator==(const MpaEnhanced&, const MpaEnhanced&) = default;
+};
+
+// uiwarp's same-host offer: the last kSameHostOfferLen octets of the private data of a Reply
+// with kMpaFlagSameHost, after the ULP's (and after the RFC 6581 §9 enhanced octets, which stay
+// first). It names the responder's process, so that a uiwarp initiator on the same host can
+// move RDMA data with process_vm_writev/readv. libiwarp only carries the values: the caller
+// reads them from /proc. Layout, big-endian: magic "UWSH" (4) | version (1) | reserved (3, 0)
+// | boot id (16) | pid namespace id (8) | uid (4) | pid (4) | table fd (4) | slot (4) |
+// nonce (16). Decoding never fails; the startup machine checks magic and version.
+inline constexpr std::size_t kSameHostOfferLen = 64;
+inline constexpr std::array<std::byte, 4> kSameHostMagic = {std::byte{'U'}, std::byte{'W'},
+                                                            std::byte{'S'}, std::byte{'H'}};
+inline constexpr std::uint8_t kSameHostVersion = 1;
+
+struct SameHostOffer {
+  std::array<std::byte, 4> magic = kSameHostMagic;
+  std::uint8_t version = kSameHostVersion;
+  std::array<std::byte, 16> boot_id{}; // /proc/sys/kernel/random/boot_id, as 16 octets
+  std::uint64_t pid_ns = 0;            // inode of /proc/self/ns/pid
+  std::uint32_t uid = 0;
+  std::uint32_t pid = 0;
+  std::uint32_t table_fd = 0; // a descriptor number in the responder's process
+  std::uint32_t slot = 0;     // an index in the responder's shared table
+  std::array<std::byte, 16> nonce{};
+
+  bool valid() const { return magic == kSameHostMagic && version == kSameHostVersion; }
+  void encode(std::byte* out) const; // writes kSameHostOfferLen octets, reserved ones zero
+  static SameHostOffer decode(const std::byte* in); // reserved octets ignored
+  friend bool operator==(const SameHostOffer&, const SameHostOffer&) = default;
 };
 
 // The fixed 20-octet part of a Request/Reply.
@@ -193,7 +226,9 @@ struct MpaFrameHeader {
   static std::optional<MpaFrameHeader> decode(const std::byte* in);
 };
 
-// A whole Request/Reply, private data split into the enhanced part and the ULP's.
+// A whole Request/Reply, private data split into the enhanced part, the ULP's and uiwarp's
+// same-host offer. encode() writes the parts in that order; the receiving split, which needs
+// to know what the Request asked for, is MpaStartup's.
 struct MpaFrame {
   MpaKind kind = MpaKind::Request;
   bool markers = false;
@@ -201,11 +236,17 @@ struct MpaFrame {
   bool reject = false;
   bool large_fpdu = false; // siw's private flag, see kMpaFlagLargeFpdu
   bool rfc7306 = false;    // uiwarp's private flag, see kMpaFlagRfc7306
+  bool same_host = false;  // uiwarp's private flag, see kMpaFlagSameHost
   std::uint8_t rev = 2;
   std::optional<MpaEnhanced> enhanced; // S=1 iff present
   std::vector<std::byte> private_data; // ULP private data (after enhanced data)
+  // The trailer after the ULP's private data: only in a Reply with same_host.
+  std::optional<SameHostOffer> same_host_offer;
 
-  std::size_t pd_length() const { return private_data.size() + (enhanced ? kEnhancedDataLen : 0); }
+  std::size_t pd_length() const {
+    return (enhanced ? kEnhancedDataLen : 0) + private_data.size() +
+           (same_host_offer ? kSameHostOfferLen : 0);
+  }
   std::vector<std::byte> encode() const;
 };
 
