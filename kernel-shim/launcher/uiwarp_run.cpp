@@ -200,6 +200,9 @@ int main(int argc, char** argv) {
     if (!preload.empty()) ::setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
   }
   preload.push_back(shim);
+  if (from_build_tree)
+    for (auto& rt : split(UIWARP_BUILD_SANITIZER_PRELOAD_AFTER, ":"))
+      preload.push_back(rt);
   for (auto& p : split(env.value(uiwarp::EnvVar::LdPreload), ": ")) {
     bool dup = false;
     for (auto& q : preload)

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "atomic_exec.hpp"
 
+#include "iwarp/dma.hpp"
+
 #include <atomic>
 #include <cstring>
 #include <mutex>
@@ -28,6 +30,7 @@ std::uint64_t atomic_result(const AtomicRequestHeader& a, std::uint64_t orig) {
 }
 
 std::uint64_t atomic_execute(const AtomicRequestHeader& a, void* host) {
+  const DmaScope dma; // the program's memory, as an RNIC's atomic unit reaches it (dma.hpp)
   // The target's TO is 8-octet aligned (HX-088), and so is its address in a VA-based region;
   // a zero-based region may map it elsewhere. Aligned: the CPU's compare-and-swap, atomic
   // even toward the application's own atomics. Not aligned: one lock for all such targets

@@ -94,7 +94,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   qp->conn.fd = fd;
   qp->drv.set_recv_wait(recv_wait_ms(p) * 1'000'000);
   qp->note_endpoints();
-  if (int err = ctx->progress->add(qp)) {
+  if (int err = ctx->progress()->add(qp)) {
     qp->engine.reset();
     qp->conn.fd = -1;
     qp->set_state(IBV_QPS_ERR);

@@ -284,21 +284,23 @@ void Progress::abandon() {
 }
 
 void Context::drop_inherited_progress() {
-  if (!progress || !progress->inherited()) return;
+  if (!progress_owner || !progress_owner->inherited()) return;
   // librdmacm keeps one context per device for the life of the process, so a child of a
   // program that used the RDMA CM connects on its parent's context: it gets a thread of its
   // own, and the parent's is forgotten (a leak of one object per fork that used it).
-  progress->abandon();
-  [[maybe_unused]] Progress* forgotten = progress.release();
+  progress_owner->abandon();
+  progress_run.store(nullptr, std::memory_order_release);
+  [[maybe_unused]] Progress* forgotten = progress_owner.release();
 }
 
 int Context::start_progress() {
   std::lock_guard lock(mu);
   drop_inherited_progress();
-  if (progress) return 0;
+  if (progress_owner) return 0;
   auto p = std::make_unique<Progress>();
   if (!p->ok()) return ENOMEM;
-  progress = std::move(p);
+  progress_owner = std::move(p);
+  progress_run.store(progress_owner.get(), std::memory_order_release);
   return 0;
 }
 
@@ -309,7 +311,8 @@ void Context::add_drive_counters(const drive::Counters& c) {
 
 Context::~Context() {
   drop_inherited_progress();
-  progress.reset(); // drops the thread's last references: those QPs count too
+  progress_run.store(nullptr, std::memory_order_release);
+  progress_owner.reset(); // drops the thread's last references: those QPs count too
   if (log::enabled(log::Level::Info) && (drive_totals.posts_sent || drive_totals.posts_held))
     log::info("drive", std::string(dev ? dev->ibdev : "a device") +
                            " context closed: " + drive_totals.describe());

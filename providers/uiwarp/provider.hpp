@@ -81,7 +81,11 @@ struct Context {
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
   int (*comp_channel_wfd)(int) noexcept = nullptr; // ShimOps::comp_channel_wfd, if any
-  std::unique_ptr<Progress> progress;              // started by the first connected QP
+  // The progress thread, started by the first connected QP: created under `mu`, read by the
+  // data path without it (a poll may race a connection's start), hence published atomically.
+  Progress* progress() const { return progress_run.load(std::memory_order_acquire); }
+  std::unique_ptr<Progress> progress_owner;
+  std::atomic<Progress*> progress_run{nullptr};
   // Every QP, for polls that adopt QPs whose own CQs nobody polls (Cq::drive).
   std::shared_mutex qps_mu;
   std::vector<Qp*> all_qps;

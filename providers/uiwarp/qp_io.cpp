@@ -5,6 +5,7 @@
 // libiwarp says where each received octet goes, so payload is read from the socket
 // straight into registered memory; headers and small payloads come through a staging
 // buffer, many frames per system call. What is ready to send goes out in one sendmsg.
+#include "iwarp/dma.hpp"
 #include "provider.hpp"
 #include "uiwarp/provider_api.hpp"
 
@@ -46,7 +47,7 @@ void Qp::drive(Driver who, drive::Ns now) {
   if (!connected()) return;
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
-  const bool has_progress = ctx()->progress != nullptr;
+  const bool has_progress = ctx()->progress() != nullptr;
   bool retry_full = drv.retry_full(who, conn.want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
   // at once, it would have gone before a close that this read may find, and a close found
@@ -69,11 +70,11 @@ void Qp::drive(Driver who, drive::Ns now) {
   push_tx(retry_full);
   if (conn.want_write) drv.on_full(who, now);
   after_io();
-  if (Progress* p = ctx()->progress.get()) p->sync(this, now);
+  if (Progress* p = ctx()->progress()) p->sync(this, now);
 }
 
 void Qp::drive_posted(bool reads_only) {
-  Progress* p = ctx()->progress.get();
+  Progress* p = ctx()->progress();
   const drive::Ns now = mono_ns();
   Cq* scq = send_cq();
   drive::QpDrive::Post post;
@@ -120,7 +121,11 @@ void Qp::push_tx(bool retry_full) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = tx.pieces.size();
-    ssize_t n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n;
+    {
+      const iwarp::DmaScope dma; // the kernel reads the program's sources
+      n = ::sendmsg(conn.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       tx_error(errno);
@@ -168,7 +173,11 @@ bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = direct ? 2 : 1;
-    ssize_t n = ::recvmsg(conn.fd, &msg, MSG_DONTWAIT);
+    ssize_t n;
+    {
+      const iwarp::DmaScope dma; // the kernel places into the program's memory
+      n = ::recvmsg(conn.fd, &msg, MSG_DONTWAIT);
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
@@ -276,7 +285,7 @@ void Qp::flush_completion(const iwarp::SendWr& w) {
 
 void Qp::detach() {
   if (conn.fd >= 0) {
-    if (Progress* p = ctx()->progress.get()) p->remove(this);
+    if (Progress* p = ctx()->progress()) p->remove(this);
     ::close(conn.fd);
   }
   conn.fd = -1;

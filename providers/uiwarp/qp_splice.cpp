@@ -18,6 +18,7 @@
 // Order: once the pipe holds octets, they are the stream's next ones; nothing is sent with
 // sendmsg until they are in the socket (push_tx drains the pipe first), and the FIN waits for
 // them too (after_io). The engine counts octets as sent when the pipe takes them.
+#include "iwarp/dma.hpp"
 #include "provider.hpp"
 #include "uiwarp/env.hpp"
 
@@ -106,8 +107,12 @@ std::size_t Qp::fill_pipe() {
       want += tx.pieces[k].size();
     }
     const auto cnt = j - i;
-    ssize_t n = ref ? ::vmsplice(tx.pipe[1], iov, cnt, SPLICE_F_NONBLOCK)
-                    : ::writev(tx.pipe[1], iov, static_cast<int>(cnt));
+    ssize_t n;
+    {
+      const iwarp::DmaScope dma; // the kernel reads the program's sources
+      n = ref ? ::vmsplice(tx.pipe[1], iov, cnt, SPLICE_F_NONBLOCK)
+              : ::writev(tx.pipe[1], iov, static_cast<int>(cnt));
+    }
     if (n < 0) {
       if (errno == EINTR) continue;
       if (ref && errno != EAGAIN) { // refused (a seccomp profile): copy from now on

@@ -247,7 +247,7 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
     }
     parked = parked || qp->drv.parked();
   }
-  if (Progress* p = cq->ctx()->progress.get(); p && parked) p->kick();
+  if (Progress* p = cq->ctx()->progress(); p && parked) p->kick();
   return 0;
 }
 
@@ -286,7 +286,7 @@ drive::Ns Cq::drive() {
   // only contend with it for each message (rping ran at half speed).
   if (armed.load(std::memory_order_relaxed)) return now;
   drv.on_poll(now);
-  Progress* p = ctx()->progress.get();
+  Progress* p = ctx()->progress();
   std::size_t mine = 0;
   {
     std::shared_lock lock(qps_mu);
@@ -320,7 +320,7 @@ void Cq::unpark() {
   const drive::Ns now = mono_ns();
   drv.on_handed_out(now); // its poller is busy: no adoption, not idle
   if (parked.load(std::memory_order_relaxed) == 0) return;
-  Progress* p = ctx()->progress.get();
+  Progress* p = ctx()->progress();
   if (!p) return;
   std::shared_lock lock(qps_mu);
   for (Qp* qp : qps) {

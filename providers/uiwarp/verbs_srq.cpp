@@ -141,7 +141,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
     }
   }
   if (busy)
-    if (Progress* p = to_ctx(ibsrq->context)->progress.get()) p->kick();
+    if (Progress* p = to_ctx(ibsrq->context)->progress()) p->kick();
   if (err && bad) *bad = wr;
   return err;
 }

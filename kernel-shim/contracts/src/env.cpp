@@ -75,13 +75,15 @@ static_assert(in_order(), "kEnvVars rows must follow EnvVar's order");
 const EnvTable& env_vars() { return kEnvVars; }
 
 const Env& Env::get() {
-  static const Env e = [] {
-    Env s;
+  // Never destroyed: uiwarp's threads (progress, IB connect) may still read it while the
+  // program's exit runs the static destructors.
+  static const Env* const e = [] {
+    auto* s = new Env;
     for (const EnvVarSpec& v : kEnvVars)
-      if (const char* x = ::secure_getenv(v.name)) s.values_[static_cast<std::size_t>(v.var)] = x;
+      if (const char* x = ::secure_getenv(v.name)) s->values_[static_cast<std::size_t>(v.var)] = x;
     return s;
   }();
-  return e;
+  return *e;
 }
 
 Env Env::from(const char* const* envp) {

@@ -9,6 +9,8 @@
 // was stored a second time with its old value.
 #pragma once
 
+#include "iwarp/dma.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,7 +20,7 @@
 
 namespace iwarp {
 
-inline void place_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
+IWARP_DMA inline void place_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
   // Octet stores up to an 8-aligned destination, then one store per 16 (SSE2) or 8 octets
   // (volatile, so the compiler cannot turn the loop back into a memcpy), then the tail.
   while (n && (reinterpret_cast<std::uintptr_t>(dst) & 7)) {
