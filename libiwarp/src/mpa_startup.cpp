@@ -316,34 +316,37 @@ bool MpaStartup::check_enhanced_flag() {
   return true;
 }
 
-// uiwarp's same-host bit in a Reply (kMpaFlagSameHost, a Res bit of RFC 5044 §7.1.1): only a
-// uiwarp responder sets it, and only to accept a Request of ours that had it, with its offer
-// at the end of the private data. A peer that sets uiwarp's bit is uiwarp, so any other use is
-// a bug or an attack, refused like other malformed Replies: here as far as the header tells,
-// the offer's magic and version once the private data is in (process_frame).
+// The Reply's uiwarp bits count only beside kMpaFlagUiwarpReply: without it they are the
+// Request's own, returned by a responder that writes its Reply over the Request's header (siw).
+bool MpaStartup::uiwarp_answer(std::uint8_t flag) const {
+  return role_ == MpaRole::Initiator && (header_.flags & flag) &&
+         (header_.flags & kMpaFlagUiwarpReply);
+}
+
+// Whether the Reply carries a same-host offer: uiwarp's same-host bit (kMpaFlagSameHost, a Res
+// bit of RFC 5044 §7.1.1) beside its mark, accepting an IETF Request of ours that offered it.
+// Anywhere else the bit is not checked (HX-010) and the private data stays the ULP's.
+bool MpaStartup::reply_has_offer() const {
+  return uiwarp_answer(kMpaFlagSameHost) && local_frame_.same_host && !header_.reject() &&
+         !peer_rdmac_;
+}
+
+// A offer that cannot be there is a bug or an attack of a peer that says it is uiwarp (C-18),
+// refused like other malformed Replies: here as far as the header tells, the offer's magic and
+// version once the private data is in (process_frame).
 bool MpaStartup::check_same_host_flag() {
-  if (role_ != MpaRole::Initiator || !(header_.flags & kMpaFlagSameHost)) return true;
   const std::size_t need = (peer_enhanced() ? kEnhancedDataLen : 0) + kSameHostOfferLen;
-  std::string why;
-  if (!local_frame_.same_host)
-    why = "the Request did not offer it";
-  else if (header_.reject())
-    why = "the Reply rejects (R=1)";
-  else if (peer_rdmac_)
-    why = "the Reply is Rev 0 (RDMAC)";
-  else if (header_.pd_length < need)
-    why = cat("PD_Length ", header_.pd_length, " cannot hold the ", kSameHostOfferLen,
-              "-octet same-host offer", peer_enhanced() ? " after the enhanced data" : "");
-  if (why.empty()) return true;
+  if (!reply_has_offer() || header_.pd_length >= need) return true;
   fail(term::mpa_invalid_frame,
-       cat("MPA Reply has uiwarp's same-host bit but ", why, " (a Res bit, RFC 5044 §7.1.1)"));
+       cat("MPA Reply has uiwarp's same-host bit but PD_Length ", header_.pd_length,
+           " cannot hold the ", kSameHostOfferLen, "-octet same-host offer",
+           peer_enhanced() ? " after the enhanced data" : "", " (a Res bit, RFC 5044 §7.1.1)"));
   return false;
 }
 
 // Octets of same-host offer at the end of the frame's private data (checked at the header).
 std::size_t MpaStartup::same_host_trailer() const {
-  const bool offer = role_ == MpaRole::Initiator && (header_.flags & kMpaFlagSameHost);
-  return offer ? kSameHostOfferLen : 0;
+  return reply_has_offer() ? kSameHostOfferLen : 0;
 }
 
 void MpaStartup::process_frame() {
@@ -377,6 +380,7 @@ void MpaStartup::process_frame() {
   f.large_fpdu = header_.flags & kMpaFlagLargeFpdu;        // other Res bits: not checked
   f.rfc7306 = header_.flags & kMpaFlagRfc7306;
   f.same_host = header_.flags & kMpaFlagSameHost; // in a Reply, its offer is split off above
+  f.uiwarp_reply = f.kind == MpaKind::Reply && (header_.flags & kMpaFlagUiwarpReply);
   f.rev = header_.rev;
   if (peer_enhanced()) {
     f.enhanced = MpaEnhanced::decode(pd); // EMPA-037: B/C/D ignored when A=0
@@ -414,8 +418,10 @@ void MpaStartup::process_reply() {
   result_.markers_tx = peer_rdmac_ || peer_frame_.markers;
   result_.markers_rx = peer_rdmac_ || local_frame_.markers;
   result_.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
-  // RFC 7306 runs on RDMAP version 1 only (§4), so never toward an RDMAC peer.
-  result_.rfc7306 = local_frame_.rfc7306 && peer_frame_.rfc7306 && !peer_rdmac_;
+  // RFC 7306 runs on RDMAP version 1 only (§4), so never toward an RDMAC peer; and only
+  // from a uiwarp responder, not from one that returned our own bit (kMpaFlagUiwarpReply).
+  result_.rfc7306 =
+      local_frame_.rfc7306 && peer_frame_.rfc7306 && peer_frame_.uiwarp_reply && !peer_rdmac_;
   // check_same_host_flag: an offer is here only in an accepting IETF Reply to our bit.
   result_.same_host = peer_frame_.same_host_offer.has_value();
   result_.peer_same_host = peer_frame_.same_host_offer;
@@ -506,6 +512,8 @@ MpaFrame MpaStartup::reply_frame(bool reject) const {
   f.large_fpdu = policy_.large_fpdu;
   // Echoed, never offered: a Request without the flag gets a Reply without it.
   f.rfc7306 = policy_.rfc7306 && peer_frame_.rfc7306 && !peer_rdmac_;
+  // A Request with uiwarp's bits comes from uiwarp: mark the answers as ours.
+  f.uiwarp_reply = (peer_frame_.rfc7306 || peer_frame_.same_host) && !peer_rdmac_;
   return f;
 }
 

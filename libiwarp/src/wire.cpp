@@ -180,7 +180,8 @@ std::vector<std::byte> MpaFrame::encode() const {
       (markers ? kMpaFlagM : 0) | (crc ? kMpaFlagC : 0) |
       (reject && kind == MpaKind::Reply ? kMpaFlagR : 0) | (enhanced ? kMpaFlagS : 0) |
       (large_fpdu ? kMpaFlagLargeFpdu : 0) | (rfc7306 ? kMpaFlagRfc7306 : 0) |
-      (same_host ? kMpaFlagSameHost : 0));
+      (same_host ? kMpaFlagSameHost : 0) |
+      (uiwarp_reply && kind == MpaKind::Reply ? kMpaFlagUiwarpReply : 0));
   h.rev = rev;
   h.pd_length = static_cast<std::uint16_t>(pd_length());
   std::vector<std::byte> out(kMpaFrameHeaderLen + pd_length());

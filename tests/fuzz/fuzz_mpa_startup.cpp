@@ -192,10 +192,15 @@ struct Harness {
       FUZZ_CHECK(h->crc() == (policy.crc || policy.crc_always));
       FUZZ_CHECK(h->markers() == policy.markers);
       FUZZ_CHECK(sh_bit == policy.same_host, "Request same-host bit differs from the policy");
+      FUZZ_CHECK(!(h->flags & kMpaFlagUiwarpReply), "a Request carries the uiwarp Reply mark");
       FUZZ_CHECK(h->pd_length == pd_len + (h->enhanced() ? kEnhancedDataLen : 0),
                  "Request private data is not the ULP's alone");
     } else {
       FUZZ_CHECK(sh_bit == m.result().same_host, "Reply same-host bit differs from the result");
+      // The mark answers a Request with uiwarp's bits, and nothing else (kMpaFlagUiwarpReply).
+      FUZZ_CHECK(static_cast<bool>(h->flags & kMpaFlagUiwarpReply) ==
+                     ((m.request().rfc7306 || m.request().same_host) && h->rev != 0),
+                 "Reply mark without uiwarp bits in the Request, or missing");
       if (sh_bit) {
         FUZZ_CHECK(offer && policy.same_host && !h->reject() && h->rev != 0,
                    "same-host bit without an offer, in a reject, or to RDMAC");

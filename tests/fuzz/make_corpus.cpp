@@ -435,12 +435,13 @@ void mpa_seeds(const fs::path& dir) {
   const std::uint8_t sh = m::kPol1LargeFpdu;
   auto sh_frame = [](MpaKind kind, std::uint8_t rev, std::optional<MpaEnhanced> enh,
                      std::vector<std::byte> pd, std::vector<std::byte> trailer = {},
-                     bool reject = false) {
+                     bool reject = false, bool mark = true) {
     MpaFrame f;
     f.kind = kind;
     f.rev = rev;
     f.markers = rev == 0;
     f.same_host = true;
+    f.uiwarp_reply = mark; // a uiwarp responder's answer (kMpaFlagUiwarpReply), not an echo
     f.enhanced = enh;
     f.private_data = std::move(pd);
     f.private_data.insert(f.private_data.end(), trailer.begin(), trailer.end());
@@ -492,6 +493,9 @@ void mpa_seeds(const fs::path& dir) {
         sh_frame(MpaKind::Reply, 2, plain, text("no"), offer(), true));
   w.put("init_same_host_rdmac", {m::kPol0Crc | m::kPol0Permissive, sh, 0x55, 0x77, 0x03, 38},
         sh_frame(MpaKind::Reply, 0, std::nullopt, {}, offer()));
+  // siw's Reply: the Request's own bits returned, no mark, the ULP's data where an offer would be.
+  w.put("init_same_host_echo", {rev2, sh | unenh, 0x55, 0x77, 0x03, 39},
+        sh_frame(MpaKind::Reply, 2, plain, text("siw"), offer(), false, false));
   std::printf("mpa: %d seeds\n", w.count());
 }
 

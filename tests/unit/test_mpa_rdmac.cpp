@@ -205,13 +205,13 @@ TEST_CASE("OX-10 uiwarp's RFC 7306 Res bit: offered, echoed only to an offer, ne
   Link both = run(x, x);
   require_established(both.i);
   CHECK(octet(both.request, 16) == (kC | kS | kMpaFlagRfc7306));
-  CHECK(octet(both.reply, 16) == (kC | kS | kMpaFlagRfc7306));
+  CHECK(octet(both.reply, 16) == (kC | kS | kMpaFlagRfc7306 | kMpaFlagUiwarpReply));
   CHECK(both.i.result().rfc7306);
   CHECK(both.r.result().rfc7306);
   // A responder that is not uiwarp (or has it off) does not echo: neither end uses it.
   Link off = run(x, MpaPolicy{});
   require_established(off.i);
-  CHECK(octet(off.reply, 16) == (kC | kS));
+  CHECK(octet(off.reply, 16) == (kC | kS | kMpaFlagUiwarpReply)); // "uiwarp, and no"
   CHECK_FALSE(off.i.result().rfc7306);
   CHECK_FALSE(off.r.result().rfc7306);
   // A responder that offers it to a Request without it does not set it: an echo, not an offer.

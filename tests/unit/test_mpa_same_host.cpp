@@ -12,6 +12,7 @@ using namespace mpat;
 namespace {
 
 constexpr std::uint8_t kSh = kMpaFlagSameHost;
+constexpr std::uint8_t kMk = kMpaFlagUiwarpReply; // a uiwarp responder's answer, not an echo
 
 SameHostOffer sample_offer() {
   SameHostOffer o;
@@ -182,7 +183,7 @@ TEST_CASE("Same-host: no bit and no trailer unless both policies and the caller 
     Link l = run(same_host(), MpaPolicy{}, text("hi"), accept_with(text("ok"), o));
     require_established(l.i);
     CHECK((octet(l.request, 16) & kSh) != 0);
-    CHECK(octet(l.reply, 16) == (kC | kS));
+    CHECK(octet(l.reply, 16) == (kC | kS | kMk));
     CHECK(word(l.reply, 18) == 4 + 2);
     CHECK(l.i.result().peer_private_data == text("ok"));
     CHECK_FALSE(l.i.result().same_host);
@@ -202,7 +203,7 @@ TEST_CASE("Same-host: no bit and no trailer unless both policies and the caller 
   SECTION("no offer from the responder's caller") {
     Link l = run(same_host(), same_host(), text("hi"), accept_with(text("ok"), std::nullopt));
     require_established(l.i);
-    CHECK(octet(l.reply, 16) == (kC | kS));
+    CHECK(octet(l.reply, 16) == (kC | kS | kMk));
     CHECK(word(l.reply, 18) == 4 + 2);
     CHECK_FALSE(l.i.result().same_host);
     CHECK_FALSE(l.r.result().same_host);
@@ -210,7 +211,7 @@ TEST_CASE("Same-host: no bit and no trailer unless both policies and the caller 
   SECTION("a reject never carries it") {
     Link l = run(same_host(), same_host(), text("hi"), [](MpaStartup& r) { r.reject(text("no")); });
     CHECK(l.i.state() == MpaState::Rejected);
-    CHECK(octet(l.reply, 16) == (kC | kR | kS));
+    CHECK(octet(l.reply, 16) == (kC | kR | kS | kMk));
     CHECK(l.i.result().peer_private_data == text("no"));
     CHECK_FALSE(l.i.result().same_host);
     CHECK_FALSE(l.r.result().same_host);
@@ -240,7 +241,7 @@ TEST_CASE("OX-10 same-host Request toward a peer that is not uiwarp: only the bi
   CHECK_FALSE(i.result().peer_same_host);
 }
 
-TEST_CASE("C-18 a Reply that misuses the same-host bit fails as an invalid frame",
+TEST_CASE("C-18 a uiwarp Reply whose same-host offer is short or malformed fails, HX-010 elsewhere",
           "[mpa][same-host][hostile]") {
   const Bytes good = offer_bytes(sample_offer());
   auto with = [&](std::size_t at, std::uint8_t v) {
@@ -257,23 +258,16 @@ TEST_CASE("C-18 a Reply that misuses the same-host bit fails as an invalid frame
   MpaPolicy permissive = same_host(rev1());
   permissive.permissive = true;
   const Case cases[] = {
-      {"short trailer", same_host(), raw_reply(kC | kS | kSh, 2, enh(8, 8) + pattern(63)),
+      {"short trailer", same_host(), raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + pattern(63)),
        "MPA Reply has uiwarp's same-host bit but PD_Length 67 cannot hold the 64-octet same-host "
        "offer after the enhanced data"},
-      {"no trailer, rev 1", same_host(rev1()), raw_reply(kC | kSh, 1, text("abc")),
+      {"no trailer, rev 1", same_host(rev1()), raw_reply(kC | kSh | kMk, 1, text("abc")),
        "but PD_Length 3 cannot hold the 64-octet same-host offer (a Res bit"},
-      {"bad magic", same_host(), raw_reply(kC | kS | kSh, 2, enh(8, 8) + text("x") + with(3, 'X')),
+      {"bad magic", same_host(),
+       raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + text("x") + with(3, 'X')),
        "same-host offer has magic 0x55 ('U') 0x57 ('W') 0x53 ('S') 0x58 ('X'), expected \"UWSH\""},
-      {"bad version", same_host(), raw_reply(kC | kS | kSh, 2, enh(8, 8) + with(4, 2)),
+      {"bad version", same_host(), raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + with(4, 2)),
        "same-host offer has version 2, expected 1"},
-      {"never asked", MpaPolicy{}, raw_reply(kC | kS | kSh, 2, enh(8, 8) + good),
-       "same-host bit but the Request did not offer it"},
-      {"never asked, rev 1", rev1(), raw_reply(kC | kSh, 1, good),
-       "same-host bit but the Request did not offer it"},
-      {"in a reject", same_host(), raw_reply(kC | kR | kS | kSh, 2, enh(8, 8) + good),
-       "same-host bit but the Reply rejects (R=1)"},
-      {"from an RDMAC peer", permissive, raw_reply(kM | kC | kSh, 0, good),
-       "same-host bit but the Reply is Rev 0 (RDMAC)"},
   };
   for (const Case& c : cases) {
     INFO(c.name);
@@ -283,15 +277,44 @@ TEST_CASE("C-18 a Reply that misuses the same-host bit fails as an invalid frame
     CHECK(i.output().empty());
     CHECK_FALSE(i.result().same_host);
   }
+  // HX-010: where no offer can be (not asked, a reject, an RDMAC peer), the bit is not checked
+  // and the private data stays the ULP's, whatever its length.
+  struct Ignored {
+    const char* name;
+    MpaPolicy policy;
+    Bytes reply;
+    Bytes ulp;
+    bool rejected;
+  };
+  const Ignored ignored[] = {
+      {"never asked", MpaPolicy{}, raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + good), good,
+       false},
+      {"never asked, rev 1", rev1(), raw_reply(kC | kSh | kMk, 1, text("abc")), text("abc"), false},
+      {"in a reject", same_host(), raw_reply(kC | kR | kS | kSh | kMk, 2, enh(8, 8) + text("no")),
+       text("no"), true},
+      {"from an RDMAC peer", permissive, raw_reply(kM | kC | kSh | kMk, 0, text("r")), text("r"),
+       false},
+  };
+  for (const Ignored& c : ignored) {
+    INFO(c.name);
+    MpaStartup i = initiator_vs(c.policy, c.reply);
+    if (c.rejected)
+      CHECK(i.state() == MpaState::Rejected);
+    else
+      require_established(i);
+    CHECK_FALSE(i.result().same_host);
+    CHECK(i.result().peer_private_data == c.ulp);
+  }
   // The offer goes to its own field: a small local buffer for the ULP's data still takes it.
   MpaPolicy small = same_host();
   small.max_private_data = 16;
-  MpaStartup i = initiator_vs(small, raw_reply(kC | kS | kSh, 2, enh(8, 8) + pattern(16) + good));
+  MpaStartup i =
+      initiator_vs(small, raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + pattern(16) + good));
   require_established(i);
   CHECK(i.result().peer_private_data == pattern(16));
   CHECK(i.result().peer_same_host == sample_offer());
   MpaStartup over =
-      initiator_vs(small, raw_reply(kC | kS | kSh, 2, enh(8, 8) + pattern(17) + good));
+      initiator_vs(small, raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + pattern(17) + good));
   require_failed(over, term::mpa_invalid_frame, "private data of 17 octets exceeds the local");
 }
 
@@ -329,25 +352,27 @@ TEST_CASE("Same-host: every split of the Reply gives the same result", "[mpa][sa
   };
   SECTION("offer accepted") {
     require_split_invariant(initiator(same_host()),
-                            raw_reply(kC | kS | kSh, 2, enh(8, 2) + text("yes") + good) + tail);
-    require_split_invariant(initiator(same_host(rev1())), raw_reply(kC | kSh, 1, good) + tail);
+                            raw_reply(kC | kS | kSh | kMk, 2, enh(8, 2) + text("yes") + good) +
+                                tail);
+    require_split_invariant(initiator(same_host(rev1())),
+                            raw_reply(kC | kSh | kMk, 1, good) + tail);
   }
   SECTION("short trailer") {
     require_split_invariant(initiator(same_host()),
-                            raw_reply(kC | kS | kSh, 2, enh(8, 2) + pattern(60)) + tail);
+                            raw_reply(kC | kS | kSh | kMk, 2, enh(8, 2) + pattern(60)) + tail);
   }
   SECTION("bad magic") {
     Bytes bad = good;
     bad[0] = std::byte{'u'};
     require_split_invariant(initiator(same_host()),
-                            raw_reply(kC | kS | kSh, 2, enh(8, 2) + bad) + tail);
+                            raw_reply(kC | kS | kSh | kMk, 2, enh(8, 2) + bad) + tail);
   }
   SECTION("never asked") {
     require_split_invariant(initiator(MpaPolicy{}),
-                            raw_reply(kC | kS | kSh, 2, enh(8, 2) + good) + tail);
+                            raw_reply(kC | kS | kSh | kMk, 2, enh(8, 2) + good) + tail);
   }
   SECTION("split results carry the same offer") {
-    const Bytes in = raw_reply(kC | kS | kSh, 2, enh(8, 2) + text("yes") + good);
+    const Bytes in = raw_reply(kC | kS | kSh | kMk, 2, enh(8, 2) + text("yes") + good);
     for (std::size_t k = 1; k < in.size(); ++k) {
       MpaStartup i = initiator(same_host())();
       i.on_bytes(ConstBytes(in).first(k));
@@ -358,4 +383,31 @@ TEST_CASE("Same-host: every split of the Reply gives the same result", "[mpa][sa
       CHECK(i.result().peer_private_data == text("yes"));
     }
   }
+}
+
+TEST_CASE("OX-10 a responder that returns the Request's own bits (siw) agrees to no uiwarp "
+          "extension",
+          "[mpa][same-host][rfc7306]") {
+  MpaPolicy both = same_host();
+  both.rfc7306 = true;
+  // Linux siw writes its Reply over the Request's header: 0x04 and 0x02 come back, with no mark
+  // and no offer. The private data is the ULP's, all of it, whatever it holds.
+  const Bytes pd = pattern(70) + offer_bytes(sample_offer());
+  MpaStartup i = initiator_vs(both, raw_reply(kC | kS | kMpaFlagRfc7306 | kSh, 2, enh(8, 8) + pd));
+  require_established(i);
+  CHECK_FALSE(i.result().rfc7306);
+  CHECK_FALSE(i.result().same_host);
+  CHECK_FALSE(i.result().peer_same_host);
+  CHECK(i.result().peer_private_data == pd);
+
+  // A uiwarp responder marks its answers, and only toward a Request with uiwarp's bits.
+  Link l = run(both, both, {}, accept_with({}, sample_offer()));
+  require_established(l.i);
+  CHECK((octet(l.reply, 16) & kMk) != 0);
+  CHECK(l.i.result().rfc7306);
+  CHECK(l.i.result().same_host);
+  CHECK((octet(l.request, 16) & kMk) == 0); // an initiator never sets it
+  Link plain = run(MpaPolicy{}, both);
+  require_established(plain.i);
+  CHECK((octet(plain.reply, 16) & (kMk | kSh | kMpaFlagRfc7306)) == 0);
 }

@@ -172,6 +172,8 @@ private:
   bool check_header();
   bool check_revision();
   bool check_enhanced_flag();
+  bool uiwarp_answer(std::uint8_t flag) const;
+  bool reply_has_offer() const;
   bool check_same_host_flag();
   std::size_t same_host_trailer() const;
   void process_frame();

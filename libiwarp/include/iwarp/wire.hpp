@@ -165,6 +165,12 @@ inline constexpr std::uint8_t kMpaFlagRfc7306 = 0x04;
 // 7306 one. The Request carries only the bit; a responder echoes it only to a Request that had
 // it, and then (never in a reject) appends a SameHostOffer to the Reply's private data.
 inline constexpr std::uint8_t kMpaFlagSameHost = 0x02;
+// uiwarp's "this Reply answers uiwarp's bits" mark, the last Res bit. Linux siw writes its
+// Reply over the Request's own header, so a siw responder returns every Res bit it was sent:
+// 0x04 and 0x02 in a Reply prove nothing by themselves. A uiwarp responder sets 0x01 in a Reply
+// to a Request that carried 0x04 or 0x02, and an initiator counts those bits only beside it.
+// An initiator never sets it, so no echo can carry it.
+inline constexpr std::uint8_t kMpaFlagUiwarpReply = 0x01;
 
 // RFC 6581 §9: the 4 enhanced octets at the front of the private data when S=1.
 struct MpaEnhanced {
@@ -234,9 +240,10 @@ struct MpaFrame {
   bool markers = false;
   bool crc = true;
   bool reject = false;
-  bool large_fpdu = false; // siw's private flag, see kMpaFlagLargeFpdu
-  bool rfc7306 = false;    // uiwarp's private flag, see kMpaFlagRfc7306
-  bool same_host = false;  // uiwarp's private flag, see kMpaFlagSameHost
+  bool large_fpdu = false;   // siw's private flag, see kMpaFlagLargeFpdu
+  bool rfc7306 = false;      // uiwarp's private flag, see kMpaFlagRfc7306
+  bool uiwarp_reply = false; // a Reply: kMpaFlagUiwarpReply, its uiwarp bits are answers
+  bool same_host = false;    // uiwarp's private flag, see kMpaFlagSameHost
   std::uint8_t rev = 2;
   std::optional<MpaEnhanced> enhanced; // S=1 iff present
   std::vector<std::byte> private_data; // ULP private data (after enhanced data)
