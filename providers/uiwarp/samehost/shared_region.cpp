@@ -325,22 +325,23 @@ bool PeerRegion::alive() const {
 }
 
 // The kernel copies program memory here, which ThreadSanitizer cannot see ordered: the pin,
-// the unpin and the target's drain order it (iwarp/dma.hpp).
-ssize_t PeerRegion::write(const Pin& pin, std::span<const iovec> local) const {
+// the unpin and the target's drain order it (iwarp/dma.hpp). process_vm_writev and
+// process_vm_readv take the same arguments.
+ssize_t PeerRegion::copy(VmCopy op, const Pin& pin, std::span<const iovec> local) const {
   // Narrows the window in which the pid could name another process to this one call.
   if (!alive()) return -ESRCH;
   const iovec remote{reinterpret_cast<void*>(pin.host), pin.length};
   iwarp::DmaScope dma;
-  const ssize_t n = ::process_vm_writev(pid_, local.data(), local.size(), &remote, 1, 0);
+  const ssize_t n = op(pid_, local.data(), local.size(), &remote, 1, 0);
   return n < 0 ? -errno : n;
 }
 
+ssize_t PeerRegion::write(const Pin& pin, std::span<const iovec> local) const {
+  return copy(::process_vm_writev, pin, local);
+}
+
 ssize_t PeerRegion::read(const Pin& pin, std::span<const iovec> local) const {
-  if (!alive()) return -ESRCH;
-  const iovec remote{reinterpret_cast<void*>(pin.host), pin.length};
-  iwarp::DmaScope dma;
-  const ssize_t n = ::process_vm_readv(pid_, local.data(), local.size(), &remote, 1, 0);
-  return n < 0 ? -errno : n;
+  return copy(::process_vm_readv, pin, local);
 }
 
 } // namespace uiwarp::samehost

@@ -116,6 +116,9 @@ public:
   ssize_t read(const Pin& pin, std::span<const iovec> local) const;
 
 private:
+  using VmCopy = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
+                             unsigned long);
+  ssize_t copy(VmCopy op, const Pin& pin, std::span<const iovec> local) const;
   PeerRegion() = default;
   void reset() noexcept;
 
