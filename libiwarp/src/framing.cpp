@@ -372,6 +372,7 @@ void FpduRx::advance(std::size_t n) {
     crc_started_ = false;
     marker_mismatch_ = false;
     sink_->ulpdu_end(err);
+    ended_ = pos_;
     return;
   }
   }

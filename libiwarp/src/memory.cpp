@@ -53,6 +53,22 @@ MemoryTable::MemoryTable(std::uint64_t seed) : rng_(seed) {
 
 std::uint8_t MemoryTable::next_key() { return static_cast<std::uint8_t>(rng_() & 0xff); }
 
+void MemoryTable::withdraw(std::uint32_t index) {
+  if (observer_) observer_->withdrawn(index);
+}
+
+void MemoryTable::republish(std::uint32_t index) {
+  const MemoryRegion& r = regions_[index];
+  if (observer_ && r.valid && r.host) observer_->published(r);
+}
+
+void MemoryTable::set_observer(MemoryObserver* o) {
+  std::unique_lock lock(mu_);
+  observer_ = o;
+  for (std::uint32_t i = 1; i < regions_.size(); ++i)
+    republish(i);
+}
+
 std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t base,
                                std::uint64_t length, std::uint32_t access) {
   std::unique_lock lock(mu_);
@@ -79,6 +95,7 @@ std::uint32_t MemoryTable::add(std::uint32_t pd, std::byte* host, std::uint64_t 
   if (reused && key == old_key) key = static_cast<std::uint8_t>(key + 1);
   r = MemoryRegion{(index << 8) | key, pd, access, host, base, length, 0, true};
   ++live_;
+  republish(index);
   return r.stag;
 }
 
@@ -95,7 +112,9 @@ std::optional<std::uint32_t> MemoryTable::modify(std::uint32_t stag, std::uint32
     key = next_key();
     if (key == (stag & 0xff)) key = static_cast<std::uint8_t>(key + 1);
   }
+  withdraw(index_of(stag));
   r = MemoryRegion{(index_of(stag) << 8) | key, pd, access, host, base, length, r.qp, true};
+  republish(index_of(stag));
   return r.stag;
 }
 
@@ -104,6 +123,7 @@ bool MemoryTable::remove(std::uint32_t stag) {
   if (!find(stag)) return false;
   std::uint32_t index = index_of(stag);
   if (regions_[index].kind != StagKind::Region) --windows_;
+  withdraw(index);
   // Keep the dead STag's value (host == nullptr marks the slot free) so that the
   // slot's next key differs from it.
   regions_[index] = MemoryRegion{};
@@ -123,6 +143,7 @@ std::optional<MemError> MemoryTable::invalidate(std::uint32_t stag, std::uint32_
   if (!r || !r->valid) return MemError::InvalidStag;
   if (r->kind == StagKind::Window1) return MemError::Permanent;
   if (r->pd != pd || (r->qp != 0 && r->qp != qp)) return MemError::NotAssociated;
+  withdraw(index_of(stag));
   regions_[index_of(stag)].valid = false;
   return std::nullopt;
 }
@@ -130,6 +151,7 @@ std::optional<MemError> MemoryTable::invalidate(std::uint32_t stag, std::uint32_
 bool MemoryTable::invalidate(std::uint32_t stag) {
   std::unique_lock lock(mu_);
   if (!find(stag)) return false;
+  withdraw(index_of(stag));
   regions_[index_of(stag)].valid = false;
   return true;
 }
@@ -149,7 +171,9 @@ std::size_t MemoryTable::size() const {
 bool MemoryTable::associate(std::uint32_t stag, std::uint32_t qp) {
   std::unique_lock lock(mu_);
   if (!find(stag)) return false;
+  withdraw(index_of(stag));
   regions_[index_of(stag)].qp = qp;
+  republish(index_of(stag));
   return true;
 }
 
@@ -183,6 +207,7 @@ std::optional<MemError> MemoryTable::bind(const WindowBind& b) {
   if (w->kind == StagKind::Window2 && w->valid) return MemError::InvalidStag; // not free
   MemoryRegion& win = regions_[index_of(b.window)];
   if (b.length == 0 && w->kind == StagKind::Window1) { // unbind
+    withdraw(index_of(b.window));
     win.stag = b.new_stag;
     win.valid = false;
     win.host = nullptr;
@@ -198,6 +223,7 @@ std::optional<MemError> MemoryTable::bind(const WindowBind& b) {
     return MemError::Access;
   if (b.addr + b.length < b.addr) return MemError::Wrap;
   if (b.addr < r->base || b.addr + b.length > r->base + r->length) return MemError::Bounds;
+  withdraw(index_of(b.window));
   win.stag = b.new_stag;
   win.host = r->host + (b.addr - r->base);
   win.base = (b.access & access::kZeroBased) ? 0 : b.addr;
@@ -206,6 +232,7 @@ std::optional<MemError> MemoryTable::bind(const WindowBind& b) {
   win.qp = w->kind == StagKind::Window2 ? b.qp : 0;
   win.parent = r->stag;
   win.valid = true;
+  republish(index_of(b.window));
   return std::nullopt;
 }
 
@@ -234,6 +261,7 @@ std::optional<MemError> MemoryTable::invalidate_local(std::uint32_t stag, std::u
   const MemoryRegion* r = find(stag);
   if (!r || r->kind == StagKind::Window1) return MemError::InvalidStag;
   if (r->pd != pd) return MemError::NotAssociated;
+  withdraw(index_of(stag));
   regions_[index_of(stag)].valid = false;
   return std::nullopt;
 }

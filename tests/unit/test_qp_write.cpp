@@ -90,3 +90,30 @@ TEST_CASE("WR-003 zero-length RDMA Write, then a Send signals the earlier Writes
   REQUIRE(cb.size() == 1);
   check_completion(cb[0], 1, WcStatus::Success, WcOpcode::Recv, 0, true);
 }
+
+TEST_CASE("a target has processed all a peer sent once its rx_ended reaches the peer's tx_framed",
+          "[qp][write]") {
+  // The same-host path copies only then (providers/uiwarp/qp_same_host.cpp): the count must
+  // agree at both ends whatever the split, and stop short while an FPDU is partly received.
+  const Io io = GENERATE(Io::Feed, Io::Chunks, Io::Partial);
+  Pair p(initiator_cfg(), responder_cfg(), {.io = io});
+  Buf src = reg(p.ma(), pattern(5000, 2));
+  Buf dst = reg(p.mb(), 8192, access::kRemoteWrite);
+  CHECK(p.a->tx_framed() == 0);
+  CHECK(p.b->rx_ended() == 0);
+  REQUIRE(p.a->post_send(write_wr(1, {src.all()}, dst.stag, dst.to(0))) == PostError::None);
+  p.pump();
+  CHECK(p.a->tx_framed() > 5000);
+  CHECK(p.b->rx_ended() == p.a->tx_framed());
+  // Half an FPDU: not yet.
+  REQUIRE(p.a->post_send(write_wr(2, {src.sge(0, 100)}, dst.stag, dst.to(0))) == PostError::None);
+  std::vector<ConstBytes> iov;
+  p.a->tx_gather(iov);
+  REQUIRE(iov.size() >= 1);
+  const std::size_t part = std::min<std::size_t>(iov[0].size(), 6);
+  REQUIRE(p.b->rx_feed(iov[0].first(part)) == part);
+  p.a->tx_advance(part);
+  CHECK(p.b->rx_ended() < p.a->tx_framed());
+  p.pump();
+  CHECK(p.b->rx_ended() == p.a->tx_framed());
+}

@@ -160,6 +160,9 @@ public:
   // The first error seen, if any (MPA code, or whatever the sink returned).
   std::optional<TermCode> error() const { return error_; }
   std::uint64_t stream_offset() const { return pos_; }
+  // Stream octets of the FPDUs the sink has finished with (ulpdu_end returned), markers
+  // included: what the peer sent is all processed once this reaches its stream_offset().
+  std::uint64_t ended_offset() const { return ended_; }
   // True when no FPDU is partly received (a clean point to stop or to close).
   bool at_fpdu_boundary() const { return state_ == State::Length && got_ == 0; }
 
@@ -177,6 +180,7 @@ private:
   State state_ = State::Length;
   std::uint64_t pos_ = 0;        // stream octets consumed, markers included
   std::uint64_t fpdu_start_ = 0; // stream offset of the current ULPDU_Length
+  std::uint64_t ended_ = 0;      // stream offset after the last FPDU ulpdu_end saw
   std::size_t got_ = 0;          // octets of the current field received
   std::size_t ulpdu_len_ = 0;
   std::size_t pad_len_ = 0;

@@ -71,6 +71,20 @@ std::string_view mem_error_name(MemError e);
 TermCode ddp_tagged_code(MemError e);
 TermCode rdmap_protection_code(MemError e);
 
+// Told of every change that a user of the table outside this process must see (the same-host
+// path's shared copy of it, providers/uiwarp/samehost): withdrawn() before an entry changes or
+// stops being usable, and returns only once nobody outside still uses it; published() after an
+// entry became usable or changed. Both are called with the table's lock held exclusively, so
+// they never see the table half-changed, and must not call back into it.
+class MemoryObserver {
+public:
+  virtual void published(const MemoryRegion& r) = 0;
+  virtual void withdrawn(std::uint32_t index) = 0;
+
+protected:
+  ~MemoryObserver() = default;
+};
+
 class MemoryTable {
 public:
   explicit MemoryTable(std::uint64_t seed = std::random_device{}());
@@ -110,6 +124,9 @@ public:
   // A copy of the region `stag` names (a copy: the table may change meanwhile).
   std::optional<MemoryRegion> lookup(std::uint32_t stag) const;
   std::size_t size() const;
+  // From now on `o` (which outlives the table, or is replaced first) is told of every change;
+  // every usable entry is published() to it at once.
+  void set_observer(MemoryObserver* o);
 
   // Validates [to, to+len) of `stag` for a stream of protection domain `pd` and
   // stream id `qp`, needing `need` access bits. On success, the host address. `local`: an
@@ -124,6 +141,9 @@ public:
 private:
   const MemoryRegion* find(std::uint32_t stag) const; // lock held
   std::uint8_t next_key();
+  void withdraw(std::uint32_t index);  // lock held: before entry `index` changes
+  void republish(std::uint32_t index); // lock held: after it changed
+  MemoryObserver* observer_ = nullptr;
   mutable std::shared_mutex mu_;
   std::vector<MemoryRegion> regions_; // index = stag >> 8
   std::vector<std::uint32_t> free_;

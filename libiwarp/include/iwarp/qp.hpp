@@ -258,6 +258,9 @@ public:
   // `n` octets of the gather list were written.
   void tx_advance(std::size_t n);
   bool tx_pending();
+  // Stream octets framed so far (what the peer's rx_ended() reaches once it has processed all
+  // of it, when nothing is pending here and the I/O edge holds nothing back).
+  std::uint64_t tx_framed() const { return tx_.stream_offset(); }
 
   // ---- receive ----
   // Where to read next; empty while the stream is held (rx_held): read nothing then.
@@ -265,6 +268,8 @@ public:
   void rx_advance(std::size_t n) { rx_.advance(n); }
   // Takes received octets; returns how many (fewer than given once the stream is held).
   std::size_t rx_feed(ConstBytes in) { return rx_.feed(in); }
+  // Stream octets of the FPDUs processed to their end (FpduRx::ended_offset).
+  std::uint64_t rx_ended() const { return rx_.ended_offset(); }
   // A Send is waiting for a receive buffer (QpConfig::hold_for_buffer).
   bool rx_held() const { return rx_hold_; }
   // Looks again for the buffer a held Send needs (after an SRQ post; post_recv does it).

@@ -344,4 +344,13 @@ ssize_t PeerRegion::read(const Pin& pin, std::span<const iovec> local) const {
   return copy(::process_vm_readv, pin, local);
 }
 
+int PeerRegion::probe(std::uint32_t slot, std::uint64_t value) const {
+  if (slot >= reader_.layout().slots) return -EINVAL;
+  const Pin word{reader_.target_address(reader_.probe_offset(slot)), sizeof value};
+  const iovec local{&value, sizeof value};
+  const ssize_t n = copy(::process_vm_writev, word, {&local, 1});
+  if (n < 0) return static_cast<int>(n);
+  return n == sizeof value ? 0 : -EIO;
+}
+
 } // namespace uiwarp::samehost

@@ -114,6 +114,10 @@ public:
   // may get after it is reaped.
   ssize_t write(const Pin& pin, std::span<const iovec> local) const;
   ssize_t read(const Pin& pin, std::span<const iovec> local) const;
+  // The set-up's probe: writes `value` into the probe word of `slot`'s answer with
+  // process_vm_writev, the way the data path copies. 0 or -errno (EPERM: Yama's ptrace_scope,
+  // seccomp, a target that is not dumpable; ESRCH: gone).
+  int probe(std::uint32_t slot, std::uint64_t value) const;
 
 private:
   using VmCopy = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,

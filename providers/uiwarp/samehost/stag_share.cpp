@@ -15,6 +15,7 @@
 //    second state load, so a torn snapshot is refused.
 #include "samehost/stag_share.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <new>
 
@@ -85,6 +86,7 @@ bool Publisher::init(std::span<std::byte> region, Layout layout, Nonce nonce) {
   header_->slots.store(layout.slots, std::memory_order_relaxed);
   header_->nonce_lo.store(nonce.lo, std::memory_order_relaxed);
   header_->nonce_hi.store(nonce.hi, std::memory_order_relaxed);
+  header_->base.store(reinterpret_cast<std::uintptr_t>(base), std::memory_order_relaxed);
   // Last, with release: a Reader that sees the magic (acquire) sees the table laid out.
   header_->magic.store(kMagic, std::memory_order_release);
   return true;
@@ -148,6 +150,8 @@ std::optional<std::uint32_t> Publisher::open_slot() {
     if (s.holder.load(std::memory_order_acquire) != kRevokedBit) continue;
     for (Word& w : s.answer)
       w.store(0, std::memory_order_relaxed);
+    s.owner.store(0, std::memory_order_relaxed);
+    s.consumed.store(0, std::memory_order_relaxed);
     s.holder.store(0, std::memory_order_release); // the cleared answer before the slot opens
     next_slot_ = (i + 1) % layout_.slots;
     return i;
@@ -179,6 +183,17 @@ SlotAnswer Publisher::answer(std::uint32_t slot) const {
   const Word* w = slots_[slot].answer;
   const auto load = [&](int i) { return w[i].load(std::memory_order_acquire); };
   return {load(0), load(1), load(2), {load(3), load(4)}, load(5)};
+}
+
+void Publisher::set_owner(std::uint32_t slot, std::uint32_t pd, std::uint32_t stream) {
+  if (!header_ || slot >= layout_.slots) return;
+  slots_[slot].owner.store(std::uint64_t{pd} << 32 | stream, std::memory_order_release);
+}
+
+void Publisher::set_consumed(std::uint32_t slot, std::uint64_t octets) {
+  if (!header_ || slot >= layout_.slots) return;
+  // Release: what processing those octets stored (placement, an invalidation) comes first.
+  slots_[slot].consumed.store(octets, std::memory_order_release);
 }
 
 AttachError Reader::attach(std::span<std::byte> region) {
@@ -259,6 +274,27 @@ void Reader::write_answer(std::uint32_t slot, const SlotAnswer& a) {
   const std::uint64_t words[] = {a.pid, a.table_fd, a.slot, a.nonce.lo, a.nonce.hi, a.probe};
   for (std::size_t i = 0; i < std::size(words); ++i)
     w[i].store(words[i], std::memory_order_release);
+}
+
+Reader::Owner Reader::owner(std::uint32_t slot) const {
+  if (!slots_ || slot >= layout_.slots) return {};
+  const std::uint64_t o = slots_[slot].owner.load(std::memory_order_acquire);
+  return {static_cast<std::uint32_t>(o >> 32), static_cast<std::uint32_t>(o)};
+}
+
+std::uint64_t Reader::consumed(std::uint32_t slot) const {
+  if (!slots_ || slot >= layout_.slots) return 0;
+  // Acquire: pairs with set_consumed(), so a copy after it comes after that processing.
+  return slots_[slot].consumed.load(std::memory_order_acquire);
+}
+
+std::uint64_t Reader::target_address(std::size_t offset) const {
+  return header_ ? header_->base.load(std::memory_order_relaxed) + offset : 0;
+}
+
+std::size_t Reader::probe_offset(std::uint32_t slot) const {
+  return layout_.slots_offset() + std::size_t{slot} * sizeof(Slot) + offsetof(Slot, answer) +
+         5 * sizeof(Word);
 }
 
 std::string_view reason_name(AttachError e) {

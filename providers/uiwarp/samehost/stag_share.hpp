@@ -44,7 +44,8 @@ struct Nonce {
 struct Header {
   Word magic, version, capacity, slots;
   Word nonce_lo, nonce_hi; // the target's: the peer echoes it to prove it mapped this table
-  Word reserved[2];
+  Word base;               // the table's address in the target, for the peer's probe
+  Word reserved[1];
 };
 
 // state = generation << 32 | draining << 1 | valid. Invalidation bumps the generation and sets
@@ -57,11 +58,15 @@ struct Entry {
 };
 
 // holder: 0 = open and idle; (generation << 32 | index + 1) = pinned; kRevokedBit set = closed
-// (with the pin bits still set until that pin is dropped). answer: the peer's words from
-// connection set-up (SlotAnswer), on a cache line of their own.
+// (with the pin bits still set until that pin is dropped). owner: the target's end of the
+// connection, pd << 32 | stream (the QP number), which pins through the slot must name.
+// consumed: the target's count of stream octets it has processed to the end of an FPDU,
+// which the peer compares with what it sent over TCP before a copy may pass it. answer: the
+// peer's words from connection set-up (SlotAnswer), on a cache line of their own.
 struct Slot {
   Word holder;
-  Word reserved[7];
+  Word owner, consumed;
+  Word reserved[5];
   Word answer[8];
 };
 
@@ -123,7 +128,8 @@ struct SlotTicket {
 class Publisher {
 public:
   // Lays out a fresh table in `region` (at least layout.bytes(), 8-octet aligned; zeroed or
-  // not). Every slot starts closed. False if the layout or region does not fit.
+  // not), which is at address `base` in this process. Every slot starts closed. False if the
+  // layout or region does not fit.
   bool init(std::span<std::byte> region, Layout layout, Nonce nonce);
   Layout layout() const { return layout_; }
 
@@ -149,6 +155,9 @@ public:
   // Only once the peer can no longer run: a live peer could still be copying.
   void release_slot(std::uint32_t slot);
   SlotAnswer answer(std::uint32_t slot) const;
+  // The connection's end here, and how far this end has processed the peer's stream.
+  void set_owner(std::uint32_t slot, std::uint32_t pd, std::uint32_t stream);
+  void set_consumed(std::uint32_t slot, std::uint64_t octets);
 
 private:
   Header* header_ = nullptr;
@@ -211,7 +220,18 @@ public:
   PinResult pin(std::uint32_t slot, std::uint32_t stag, std::uint32_t pd, std::uint32_t qp,
                 std::uint64_t to, std::uint64_t len, std::uint32_t need_access);
   void unpin(std::uint32_t slot);
+  // Writes the answer's words. The handshake writes them with probe 0, then the probe itself
+  // with process_vm_writev (PeerRegion::probe): the target takes the answer once it is set.
   void write_answer(std::uint32_t slot, const SlotAnswer& a);
+  // The target's end of the slot's connection: {pd, stream}.
+  struct Owner {
+    std::uint32_t pd = 0, stream = 0;
+  };
+  Owner owner(std::uint32_t slot) const;
+  std::uint64_t consumed(std::uint32_t slot) const;
+  // The target's address of the octet at `offset` in the table, and the probe word's offset.
+  std::uint64_t target_address(std::size_t offset) const;
+  std::size_t probe_offset(std::uint32_t slot) const;
 
 private:
   const Header* header_ = nullptr;

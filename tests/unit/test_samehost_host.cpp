@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// A process's side of the same-host path (providers/uiwarp/samehost/host.hpp): the shared STag
+// table follows the context's iwarp::MemoryTable through every change a verb makes
+// (registration, reregistration, deregistration, association, windows, invalidations), and a
+// change waits for a copy in progress through the old entry. The peer is this process, attached
+// to its own table as a same-host peer attaches (pidfd_getfd): what matters is what its Reader
+// sees. A machine that refuses pidfd_getfd (EPERM) skips with a warning.
+#include "catch_compat.hpp"
+#include "iwarp/memory.hpp"
+#include "samehost/host.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace uiwarp::samehost;
+using namespace std::chrono_literals;
+namespace acc = iwarp::access;
+
+namespace {
+
+constexpr std::uint32_t kPd = 4;
+constexpr std::uint32_t kStream = 77;
+
+struct Fixture {
+  iwarp::MemoryTable mem{1};
+  Host host{mem};
+  std::optional<PeerRegion> peer;
+  std::uint32_t slot = 0;
+  std::vector<std::byte> buf = std::vector<std::byte>(8192);
+
+  // False (with a warning) where this machine refuses pidfd_getfd on ourselves.
+  bool attach() {
+    auto o = host.open(kPd, kStream);
+    REQUIRE(o);
+    slot = o.value->slot;
+    auto r = PeerRegion::attach(::getpid(), o.value->table_fd, o.value->nonce);
+    if (!r && r.errnum == EPERM) {
+      WARN("pidfd_getfd refused here: " << r.error);
+      return false;
+    }
+    REQUIRE(r);
+    peer.emplace(std::move(*r.value));
+    const Reader::Owner owner = peer->reader().owner(slot);
+    CHECK(owner.pd == kPd);
+    CHECK(owner.stream == kStream);
+    return true;
+  }
+  Refusal pin(std::uint32_t stag, std::uint64_t to, std::uint64_t len,
+              std::uint32_t need = acc::kRemoteWrite, std::uint32_t stream = kStream) {
+    const PinResult r = peer->reader().pin(slot, stag, kPd, stream, to, len, need);
+    if (r) peer->reader().unpin(slot);
+    return r.refusal;
+  }
+  std::uint32_t reg(std::uint32_t access, std::size_t off = 0, std::size_t len = 4096) {
+    return mem.add(kPd, buf.data() + off, reinterpret_cast<std::uintptr_t>(buf.data() + off), len,
+                   access);
+  }
+  std::uint64_t va(std::size_t off) const {
+    return reinterpret_cast<std::uintptr_t>(buf.data() + off);
+  }
+};
+
+} // namespace
+
+TEST_CASE("samehost host: the table follows registrations, rights and deregistration",
+          "[samehost]") {
+  Fixture f;
+  // Registered before the first connection: published when the table is made.
+  const std::uint32_t early = f.reg(acc::kRemoteWrite | acc::kLocalWrite);
+  const std::uint32_t local_only = f.reg(acc::kLocalWrite, 4096);
+  if (!f.attach()) return;
+  CHECK(f.pin(early, f.va(0), 4096) == Refusal::None);
+  CHECK(f.pin(early, f.va(0), 4097) == Refusal::Bounds);
+  CHECK(f.pin(early, f.va(0), 16, acc::kRemoteRead) == Refusal::Access);
+  CHECK(f.pin(local_only, f.va(4096), 16) == Refusal::InvalidStag); // never shown to peers
+  CHECK(f.pin(early ^ 1, f.va(0), 16) == Refusal::InvalidStag);     // another key
+
+  // Registered after: published at once.
+  const std::uint32_t late = f.reg(acc::kRemoteRead, 4096);
+  CHECK(f.pin(late, f.va(4096), 100, acc::kRemoteRead) == Refusal::None);
+
+  // Deregistered: refused; the index reused by a new registration: only the new key works.
+  REQUIRE(f.mem.remove(early));
+  CHECK(f.pin(early, f.va(0), 16) == Refusal::InvalidStag);
+  const std::uint32_t again = f.reg(acc::kRemoteWrite);
+  CHECK(f.pin(again, f.va(0), 16) == Refusal::None);
+  if ((again >> 8) == (early >> 8)) CHECK(f.pin(early, f.va(0), 16) == Refusal::InvalidStag);
+
+  // Reregistered with a new key (ibv_rereg_mr with a new translation): the old STag is dead.
+  const auto rekeyed =
+      f.mem.modify(again, kPd, f.buf.data(), f.va(0), 2048, acc::kRemoteWrite, /*rekey=*/true);
+  REQUIRE(rekeyed);
+  CHECK(f.pin(again, f.va(0), 16) == Refusal::InvalidStag);
+  CHECK(f.pin(*rekeyed, f.va(0), 2048) == Refusal::None);
+  CHECK(f.pin(*rekeyed, f.va(0), 2049) == Refusal::Bounds);
+
+  // Bound to one stream (DDP-081): another stream is refused.
+  REQUIRE(f.mem.associate(*rekeyed, kStream + 1));
+  CHECK(f.pin(*rekeyed, f.va(0), 16) == Refusal::NotAssociated);
+  REQUIRE(f.mem.associate(*rekeyed, 0));
+  CHECK(f.pin(*rekeyed, f.va(0), 16) == Refusal::None);
+
+  // Invalidated by a Send with Invalidate, or locally: refused.
+  CHECK_FALSE(f.mem.invalidate(*rekeyed, kPd, kStream));
+  CHECK(f.pin(*rekeyed, f.va(0), 16) == Refusal::InvalidStag);
+  CHECK_FALSE(f.mem.invalidate_local(late, kPd));
+  CHECK(f.pin(late, f.va(4096), 16, acc::kRemoteRead) == Refusal::InvalidStag);
+}
+
+TEST_CASE("samehost host: windows are published while bound", "[samehost]") {
+  Fixture f;
+  if (!f.attach()) return;
+  const std::uint32_t region = f.reg(acc::kLocalWrite | acc::kMwBind, 0, 8192);
+  const std::uint32_t w2 = f.mem.add_window(kPd, iwarp::StagKind::Window2);
+  REQUIRE(w2);
+  CHECK(f.pin(w2, 0, 16) == Refusal::InvalidStag); // unbound
+  const std::uint32_t bound = (w2 & ~0xffu) | 0x42;
+  iwarp::WindowBind b{w2,  bound,  region, f.va(1024), 512, acc::kRemoteWrite | acc::kZeroBased,
+                      kPd, kStream};
+  REQUIRE_FALSE(f.mem.bind(b));
+  CHECK(f.pin(bound, 0, 512) == Refusal::None); // zero-based
+  CHECK(f.pin(bound, 0, 513) == Refusal::Bounds);
+  CHECK(f.pin(bound, 0, 16, acc::kRemoteWrite, kStream + 1) == Refusal::NotAssociated);
+  const PinResult p = f.peer->reader().pin(f.slot, bound, kPd, kStream, 8, 8, acc::kRemoteWrite);
+  REQUIRE(p);
+  CHECK(p.pin.host == f.va(1024 + 8));
+  f.peer->reader().unpin(f.slot);
+  CHECK_FALSE(f.mem.invalidate_local(bound, kPd));
+  CHECK(f.pin(bound, 0, 16) == Refusal::InvalidStag);
+  REQUIRE(f.mem.remove_window(w2));
+}
+
+TEST_CASE("samehost host: deregistration waits for a copy in progress", "[samehost]") {
+  Fixture f;
+  if (!f.attach()) return;
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  const PinResult p =
+      f.peer->reader().pin(f.slot, stag, kPd, kStream, f.va(0), 64, acc::kRemoteWrite);
+  REQUIRE(p);
+  std::atomic<bool> removed{false};
+  std::thread t([&] {
+    f.mem.remove(stag);
+    removed = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  CHECK_FALSE(removed.load()); // the pin holds it
+  f.peer->reader().unpin(f.slot);
+  t.join();
+  CHECK(removed.load());
+  CHECK(f.pin(stag, f.va(0), 16) == Refusal::InvalidStag);
+}
+
+TEST_CASE("samehost host: a closed slot refuses pins and reopens clean", "[samehost]") {
+  Fixture f;
+  if (!f.attach()) return;
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  f.host.set_consumed(f.slot, 1234);
+  CHECK(f.peer->reader().consumed(f.slot) == 1234);
+  f.host.close(f.slot);
+  CHECK(f.pin(stag, f.va(0), 16) == Refusal::Revoked);
+  auto o = f.host.open(kPd, kStream + 5);
+  REQUIRE(o);
+  CHECK(f.peer->reader().consumed(o.value->slot) == 0);
+  CHECK(f.peer->reader().owner(o.value->slot).stream == kStream + 5);
+}
+
+TEST_CASE("samehost host: an offer qualifies only from this host, user and pid namespace",
+          "[samehost]") {
+  const Identity self = identity();
+  REQUIRE(self.error.empty());
+  iwarp::SameHostOffer o;
+  o.boot_id = self.boot_id;
+  o.pid_ns = self.pid_ns;
+  o.uid = self.uid;
+  o.pid = self.pid + 1;
+  CHECK(mismatch(o, self).empty());
+  auto other = o;
+  other.boot_id[3] ^= std::byte{1};
+  CHECK(mismatch(other, self) == "the peer runs on another host (boot id)");
+  other = o;
+  other.pid_ns += 1;
+  CHECK(mismatch(other, self) == "the peer is in another pid namespace");
+  other = o;
+  other.uid += 1;
+  CHECK(mismatch(other, self) == "the peer runs as another user");
+  const Nonce n{0x0102030405060708, 0x1112131415161718};
+  CHECK(to_nonce(to_bytes(n)) == n);
+}
