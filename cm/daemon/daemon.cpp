@@ -210,6 +210,7 @@ void Daemon::dispatch(ClientId c, proto::Packet p) {
                  [&](const proto::Status& m) { status(c, m); },
                  [&](const proto::Closed& m) { closed(c, m); },
                  [&](const proto::Attached& m) { sessions_.on_attached(c, m); },
+                 [&](const proto::Path& m) { sessions_.on_path(c, m); },
                  [&](const auto&) {
                    drop_client(c, "dropped a client that sent a message only uiwarpd sends");
                  },

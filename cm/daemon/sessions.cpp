@@ -388,7 +388,7 @@ void Sessions::hand_over(SockId sock, Session& s, proto::Message reply, Clock::t
           return iwarp::ConnParams{};
       },
       reply);
-  handed_.push_back(HandedView{s.client, s.local, s.peer, params, now, 0, {}, false});
+  handed_.push_back(HandedView{s.client, s.local, s.peer, params, now, 0, {}, false, {}});
   actions_.push_back(ToClient{s.client, std::move(reply), sock});
   sessions_.erase(sock);
 }
@@ -412,6 +412,15 @@ void Sessions::on_attached(ClientId c, const proto::Attached& m) {
       h.qp_num = m.qp_num;
       h.device = m.device;
       h.attached = true;
+      if (!m.path.empty()) h.path = m.path;
+      return;
+    }
+}
+
+void Sessions::on_path(ClientId c, const proto::Path& m) {
+  for (HandedView& h : handed_)
+    if (h.client == c && same_conn(h, m.local, m.peer)) {
+      h.path = m.text;
       return;
     }
 }
@@ -422,7 +431,7 @@ void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::str
   auto it = std::find_if(handed_.begin(), handed_.end(), [&](const HandedView& h) {
     return h.client == c && same_conn(h, m.local, m.peer);
   });
-  ClosedView v{HandedView{c, m.local, m.peer, {}, now, m.qp_num, {}, false},
+  ClosedView v{HandedView{c, m.local, m.peer, {}, now, m.qp_num, {}, false, {}},
                uid,
                std::move(process),
                m.qp_num,
@@ -433,6 +442,7 @@ void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::str
     v.conn = *it;
     handed_.erase(it);
   }
+  if (!m.path.empty()) v.conn.path = m.path; // the provider's last word
   closed_.push_back(std::move(v));
   while (closed_.size() > kClosedKept)
     closed_.pop_front();

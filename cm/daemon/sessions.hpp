@@ -122,6 +122,9 @@ struct HandedView {
   std::uint32_t qp_num = 0;
   std::string device;
   bool attached = false;
+  // How its RDMA Writes and Reads move, as the provider said (Attached, Path): "same-host", or
+  // "tcp: why not"; "" until it says.
+  std::string path;
 };
 
 // A handed-over connection that ended, as its program's provider reported it (proto::Closed).
@@ -213,6 +216,8 @@ public:
                  Clock::time_point now);
   // Client `c`'s provider gave a handed-over connection to QP m.qp_num (which is in RTS).
   void on_attached(ClientId c, const proto::Attached& m);
+  // Client `c`'s provider says how a connection's RDMA Writes and Reads move now.
+  void on_path(ClientId c, const proto::Path& m);
   static constexpr std::size_t kClosedKept = 64;
   const std::deque<ClosedView>& closed() const { return closed_; }
 

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -36,6 +37,21 @@ inline sockaddr_storage v6(const char* ip, std::uint16_t port) {
   return s;
 }
 
+// A same-host offer with every field away from its default (magic and version stay valid).
+inline iwarp::SameHostOffer sample_offer() {
+  iwarp::SameHostOffer o;
+  for (std::size_t i = 0; i < o.boot_id.size(); ++i)
+    o.boot_id[i] = std::byte(0xb0 + i);
+  o.pid_ns = 0x0102030405060708;
+  o.uid = 1000;
+  o.pid = 4242;
+  o.table_fd = 17;
+  o.slot = 3;
+  for (std::size_t i = 0; i < o.nonce.size(); ++i)
+    o.nonce[i] = std::byte(0xe0 + i);
+  return o;
+}
+
 // Negotiated parameters with every field away from its default.
 inline iwarp::ConnParams sample_params() {
   iwarp::ConnParams p;
@@ -50,6 +66,10 @@ inline iwarp::ConnParams sample_params() {
   p.p2p = true;
   p.rtr = iwarp::RtrType::Read;
   p.large_fpdu = true;
+  p.rfc7306 = true;
+  p.recv_wait_ms = 0;
+  p.same_host = true;
+  p.peer_same_host = sample_offer();
   return p;
 }
 
@@ -67,8 +87,8 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
                           2000, 4, "rtr=read crc=off"}},
       {"connect_reply",
        ConnectReply{9, ECONNREFUSED, "rejected", cp, pd, v4("10.0.0.1", 1), v6("fe80::1", 2)}},
-      {"conn_request", ConnRequest{7, 42, v4("10.0.0.1", 1), v4("10.0.0.2", 2), pd, 3, 2}},
-      {"accept", Accept{42, pd, 16, 16}},
+      {"conn_request", ConnRequest{7, 42, v4("10.0.0.1", 1), v4("10.0.0.2", 2), pd, 3, 2, true}},
+      {"accept", Accept{42, pd, 16, 16, sample_offer()}},
       {"accept_reply", AcceptReply{42, 0, "", cp, v6("::1", 5), v6("::1", 6)}},
       {"reject", Reject{42, pd}},
       {"resolve", Resolve{11, v4("192.0.2.1", 0)}},
@@ -80,8 +100,11 @@ inline std::vector<std::pair<const char*, proto::Message>> daemon_proto_samples(
        IbConnect{13, v4("10.0.0.1", 0), v6("2001:db8::2", 0), 0x1234, 0xabcdef, 4, 2, 5000, true}},
       {"closed", Closed{v4("10.0.0.1", 4791), v6("fe80::1", 7174), 0xa1b2c3,
                         "MPA: CRC error (Terminate sent: layer 2 LLP, type 0, code 2)",
-                        "posts 10 sent at once, 2 held"}},
-      {"attached", Attached{v4("10.0.0.1", 4791), v4("10.0.0.2", 40000), 0x000011, "uiwarp0"}},
+                        "posts 10 sent at once, 2 held", "tcp: the peer is on another host"}},
+      {"attached",
+       Attached{v4("10.0.0.1", 4791), v4("10.0.0.2", 40000), 0x000011, "uiwarp0", "same-host"}},
+      {"path", Path{v4("10.0.0.1", 4791), v6("2001:db8::2", 40000), 0x000012,
+                    "tcp: the peer's process is in another pid namespace"}},
   };
 }
 

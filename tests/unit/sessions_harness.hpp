@@ -47,7 +47,7 @@ inline const char* message_name(const proto::Message& m) {
                                        "Unlisten",     "Connect",     "ConnectReply", "ConnRequest",
                                        "Accept",       "AcceptReply", "Reject",       "Resolve",
                                        "ResolveReply", "Status",      "StatusLine",   "StatusEnd",
-                                       "IbConnect",    "Closed",      "Attached"};
+                                       "IbConnect",    "Closed",      "Attached",     "Path"};
   static_assert(std::size(kNames) == std::variant_size_v<proto::Message>);
   return kNames[m.index()];
 }

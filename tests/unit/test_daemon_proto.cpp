@@ -75,6 +75,76 @@ TEST_CASE("daemon protocol: the fields arrive as sent", "[daemon_proto]") {
   CHECK(r.params.large_fpdu);
 }
 
+TEST_CASE("daemon protocol: the same-host agreement and offers arrive as sent",
+          "[daemon_proto][same-host]") {
+  const iwarp::SameHostOffer o = uiwarp::test::sample_offer();
+  auto round_trip = [](const Message& m) {
+    Bytes b = encode(m);
+    auto d = decode(b.data(), b.size());
+    REQUIRE(d);
+    return *d;
+  };
+  SECTION("ConnParams: same_host and the responder's offer, octet for octet") {
+    const auto r = std::get<AcceptReply>(round_trip(AcceptReply{1, 0, "", params(), {}, {}}));
+    CHECK(r.params.same_host);
+    CHECK(r.params.rfc7306);
+    CHECK(r.params.recv_wait_ms == 0);
+    REQUIRE(r.params.peer_same_host);
+    CHECK(*r.params.peer_same_host == o);
+    std::byte sent[iwarp::kSameHostOfferLen], got[iwarp::kSameHostOfferLen];
+    o.encode(sent);
+    r.params.peer_same_host->encode(got);
+    CHECK(std::memcmp(sent, got, sizeof sent) == 0);
+    // The defaults: no agreement, no offer.
+    const auto c = std::get<ConnectReply>(round_trip(ConnectReply{}));
+    CHECK_FALSE(c.params.same_host);
+    CHECK_FALSE(c.params.peer_same_host);
+  }
+  SECTION("ConnRequest.same_host, both ways") {
+    CHECK(std::get<ConnRequest>(round_trip(ConnRequest{7, 42, {}, {}, {}, 1, 1, true})).same_host);
+    CHECK_FALSE(
+        std::get<ConnRequest>(round_trip(ConnRequest{7, 42, {}, {}, {}, 1, 1, false})).same_host);
+  }
+  SECTION("Accept with an offer, and without one") {
+    const auto with = std::get<Accept>(round_trip(Accept{42, {1}, 4, 4, o}));
+    REQUIRE(with.same_host_offer);
+    CHECK(*with.same_host_offer == o);
+    const auto without = std::get<Accept>(round_trip(Accept{42, {1}, 4, 4, std::nullopt}));
+    CHECK_FALSE(without.same_host_offer);
+    // A presence octet, then 64 octets only when present.
+    CHECK(encode(Accept{42, {1}, 4, 4, o}).size() ==
+          encode(Accept{42, {1}, 4, 4, std::nullopt}).size() + iwarp::kSameHostOfferLen);
+  }
+  SECTION("an offer whose magic or version is not uiwarp's is refused, as is a presence of 2") {
+    Bytes b = encode(Accept{42, {}, 4, 4, o});
+    const std::size_t at = b.size() - iwarp::kSameHostOfferLen; // the offer's first octet
+    CHECK(b[at - 1] == 1);                                      // present
+    CHECK(decode(b.data(), b.size()));
+    Bytes bad = b;
+    bad[at] = 'X'; // magic "UWSH"
+    CHECK_FALSE(decode(bad.data(), bad.size()));
+    bad = b;
+    bad[at + 4] = iwarp::kSameHostVersion + 1;
+    CHECK_FALSE(decode(bad.data(), bad.size()));
+    Bytes absent = encode(Accept{42, {}, 4, 4, std::nullopt});
+    absent.back() = 2;
+    CHECK_FALSE(decode(absent.data(), absent.size()));
+  }
+  SECTION("the path of a connection: Attached, Closed and Path carry the provider's text") {
+    CHECK(std::get<Attached>(round_trip(Attached{v4("10.0.0.1", 1), v4("10.0.0.2", 2), 0x11,
+                                                 "uiwarp0", "same-host"}))
+              .path == "same-host");
+    CHECK(std::get<Closed>(round_trip(Closed{{}, {}, 0x11, "peer closed", "", "tcp: off"})).path ==
+          "tcp: off");
+    const auto p = std::get<Path>(
+        round_trip(Path{v4("10.0.0.1", 1), v6("::1", 2), 0x12, "tcp: another host"}));
+    CHECK(addr_string(p.local) == "10.0.0.1:1");
+    CHECK(addr_string(p.peer) == "[::1]:2");
+    CHECK(p.qp_num == 0x12);
+    CHECK(p.text == "tcp: another host");
+  }
+}
+
 TEST_CASE("daemon protocol: defaults and empty addresses round-trip", "[daemon_proto]") {
   Bytes b = encode(Listen{});
   auto d = decode(b.data(), b.size());

@@ -123,14 +123,31 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
     d.s.on_attached(kClient + 1, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0"});
     d.s.on_attached(kClient, proto::Attached{kLocal, v4("192.0.2.3", 1), 0x11, "uiwarp0"});
     CHECK_FALSE(d.s.handed()[0].attached);
-    d.s.on_attached(kClient, proto::Attached{kPeer, kLocal, 0x11, "uiwarp0"});
+    d.s.on_attached(kClient, proto::Attached{kPeer, kLocal, 0x11, "uiwarp0", "tcp: not agreed"});
     CHECK(d.s.handed()[0].attached);
     CHECK(d.s.handed()[0].qp_num == 0x11);
     CHECK(d.s.handed()[0].device == "uiwarp0");
+    CHECK(d.s.handed()[0].path == "tcp: not agreed");
+    // The provider's later word on the path replaces it; another client's changes nothing.
+    d.s.on_path(kClient + 1, proto::Path{kLocal, kPeer, 0x11, "same-host"});
+    CHECK(d.s.handed()[0].path == "tcp: not agreed");
+    d.s.on_path(kClient, proto::Path{kLocal, kPeer, 0x11, "same-host"});
+    CHECK(d.s.handed()[0].path == "same-host");
     // Its end keeps what was known of it.
-    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", ""}, 0, "p", d.now);
+    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", ""}, 0, "p",
+                  d.now);
     REQUIRE(d.s.closed().size() == 1);
     CHECK(d.s.closed()[0].conn.device == "uiwarp0");
+    CHECK(d.s.closed()[0].conn.path == "same-host");
+  }
+
+  SECTION("a Closed that names the path has the last word on it") {
+    d.s.on_attached(kClient, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0", ""});
+    CHECK(d.s.handed()[0].path.empty());
+    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", "tcp: off"}, 0,
+                  "p", d.now);
+    REQUIRE(d.s.closed().size() == 1);
+    CHECK(d.s.closed()[0].conn.path == "tcp: off");
   }
 
   SECTION("its end, as the provider reports it, leaves handed() for closed(), with why") {

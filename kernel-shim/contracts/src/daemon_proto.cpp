@@ -52,6 +52,17 @@ private:
           std::uint64_t{p.rfc7306}})
       uint(v, 2);
     uint(p.recv_wait_ms, 4);
+    put(p.same_host);
+    put(p.peer_same_host);
+  }
+  // A presence octet, then the offer's kSameHostOfferLen octets as the MPA Reply carries them.
+  void put(const std::optional<iwarp::SameHostOffer>& o) {
+    put(o.has_value());
+    if (!o) return;
+    std::byte raw[iwarp::kSameHostOfferLen];
+    o->encode(raw);
+    for (std::byte x : raw)
+      b_.push_back(static_cast<std::uint8_t>(x));
   }
   Bytes b_;
 };
@@ -131,6 +142,28 @@ private:
     p.large_fpdu = u() != 0;
     p.rfc7306 = u() != 0;
     p.recv_wait_ms = static_cast<std::uint32_t>(uint(4));
+    get(p.same_host);
+    get(p.peer_same_host);
+  }
+  // Only a valid offer (magic and version) is sent: anything else is not a message.
+  void get(std::optional<iwarp::SameHostOffer>& o) {
+    bool present = false;
+    get(present);
+    o.reset();
+    if (!ok_ || !present) return;
+    if (n_ < iwarp::kSameHostOfferLen) {
+      ok_ = false;
+      return;
+    }
+    const iwarp::SameHostOffer x =
+        iwarp::SameHostOffer::decode(reinterpret_cast<const std::byte*>(p_));
+    p_ += iwarp::kSameHostOfferLen;
+    n_ -= iwarp::kSameHostOfferLen;
+    if (!x.valid()) {
+      ok_ = false;
+      return;
+    }
+    o = x;
   }
   const std::uint8_t* p_;
   std::size_t n_;
@@ -155,10 +188,11 @@ template <class Io> void fields(Io& io, ConnectReply& m) {
   io(m.id), io(m.status), io(m.reason), io(m.params), io(m.private_data), io(m.src), io(m.dst);
 }
 template <class Io> void fields(Io& io, ConnRequest& m) {
-  io(m.listen_id), io(m.token), io(m.src), io(m.dst), io(m.private_data), io(m.ird), io(m.ord);
+  io(m.listen_id), io(m.token), io(m.src), io(m.dst), io(m.private_data), io(m.ird), io(m.ord),
+      io(m.same_host);
 }
 template <class Io> void fields(Io& io, Accept& m) {
-  io(m.token), io(m.private_data), io(m.ird), io(m.ord);
+  io(m.token), io(m.private_data), io(m.ird), io(m.ord), io(m.same_host_offer);
 }
 template <class Io> void fields(Io& io, AcceptReply& m) {
   io(m.token), io(m.status), io(m.reason), io(m.params), io(m.src), io(m.dst);
@@ -178,10 +212,13 @@ template <class Io> void fields(Io& io, IbConnect& m) {
       io(m.timeout_ms), io(m.initiator);
 }
 template <class Io> void fields(Io& io, Closed& m) {
-  io(m.local), io(m.peer), io(m.qp_num), io(m.reason), io(m.drive);
+  io(m.local), io(m.peer), io(m.qp_num), io(m.reason), io(m.drive), io(m.path);
 }
 template <class Io> void fields(Io& io, Attached& m) {
-  io(m.local), io(m.peer), io(m.qp_num), io(m.device);
+  io(m.local), io(m.peer), io(m.qp_num), io(m.device), io(m.path);
+}
+template <class Io> void fields(Io& io, Path& m) {
+  io(m.local), io(m.peer), io(m.qp_num), io(m.text);
 }
 
 // The variant alternative with wire type `t` (index + 1), default-constructed.

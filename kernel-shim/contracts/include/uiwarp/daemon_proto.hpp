@@ -15,9 +15,9 @@
 //   Connect  {id, src, dst, pd, ird, ord,       ConnectReply {id, status, reason, params,
 //             timeout_ms, tos, policy} + socket               pd, src, dst} + socket
 //                                               ConnRequest  {listen id, token, src, dst, pd,
-//                                                             ird, ord}
-//   Accept   {token, pd, ird, ord}              AcceptReply  {token, status, reason, params,
-//                                                             src, dst} + socket
+//                                                             ird, ord, same_host}
+//   Accept   {token, pd, ird, ord,              AcceptReply  {token, status, reason, params,
+//             same_host_offer}                                src, dst} + socket
 //   Reject   {token, pd}
 //   Resolve  {id, dst}                          ResolveReply {id, status, src, netdev/reason}
 //   Status   {connections_only, closed, json}   StatusLine   {text} ... StatusEnd
@@ -25,14 +25,20 @@
 //              peer_qpn, ird, ord, timeout_ms,
 //              initiator} (+ socket: initiator)
 //   Unlisten {id}  also ends an IbConnect that is still waiting
-//   Attached {local, peer, qp_num, device}      (no reply: the QP that took a handed-over
-//                                                connection, for `uiwarp conn show`)
+//   Attached {local, peer, qp_num, device,      (no reply: the QP that took a handed-over
+//             path}                              connection, for `uiwarp conn show`)
 //   Closed   {local, peer, qp_num, reason,      (no reply: a handed-over connection ended, why,
-//             drive}                             and what its drive policy decided, for
+//             drive, path}                       and what its drive policy decided, for
 //                                                `uiwarp conn show --closed`)
-// (pd: private data; policy: MPA policy overrides of the device and UIWARP_MPA_POLICY,
-// "key=value ...", which uiwarpd applies over its own to that listener's or connection's MPA
-// exchanges, or refuses, naming the key.) The listening and connecting sockets are the program's
+//   Path     {local, peer, qp_num, text}        (no reply: how the QP's RDMA Writes and Reads
+//                                                move changed after Attached, for conn show)
+// (pd: private data; params: iwarp::ConnParams, with the same-host path's agreement and, at an
+// initiator, the responder's offer; policy: MPA policy overrides of the device and
+// UIWARP_MPA_POLICY, "key=value ...", which uiwarpd applies over its own to that listener's or
+// connection's MPA exchanges, or refuses, naming the key. same_host: the Request asked for
+// uiwarp's same-host path and the listener's policy allows it, so an Accept may bring the
+// provider's offer (iwarp::SameHostOffer) for the Reply. path: the provider's "same-host" or
+// "tcp: why not", ShimOps::qp_path.) The listening and connecting sockets are the program's
 // own: it bound them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects
 // on them. IbConnect (ib_connect.hpp): a QP moved to RTR with the peer's GID and QPN; the
 // initiator's uiwarpd connects the passed socket to the peer's ib-connect-port, the responder's
@@ -53,7 +59,7 @@
 namespace uiwarp::proto {
 
 // Raised whenever a message changes shape; both ends must agree exactly.
-inline constexpr std::uint32_t kVersion = 7;
+inline constexpr std::uint32_t kVersion = 8;
 inline constexpr std::size_t kMaxPacket = 4096;
 
 using Bytes = std::vector<std::uint8_t>;
@@ -110,11 +116,17 @@ struct ConnRequest {
   sockaddr_storage src{}, dst{};
   Bytes private_data;
   std::uint32_t ird = 0, ord = 0;
+  // The Request carried uiwarp's same-host bit (iwarp::kMpaFlagSameHost) and the listener's
+  // policy has same-host on: an offer in the Accept goes into the Reply.
+  bool same_host = false;
 };
 struct Accept {
   std::uint64_t token = 0;
   Bytes private_data;
   std::uint32_t ird = 0, ord = 0;
+  // The accepting QP's offer (ProviderOps::same_host_offer), only to a ConnRequest with
+  // same_host; uiwarpd appends it to the Reply (iwarp::MpaStartup::accept).
+  std::optional<iwarp::SameHostOffer> same_host_offer{};
 };
 struct AcceptReply {
   std::uint64_t token = 0;
@@ -159,6 +171,7 @@ struct Attached {
   sockaddr_storage local{}, peer{}; // the connection's addresses, as the socket has them
   std::uint32_t qp_num = 0;
   std::string device; // the uiwarp device of the local address ("" if none is known)
+  std::string path{}; // how its RDMA Writes and Reads move, as far as known (ShimOps::qp_path)
 };
 
 struct Closed {
@@ -166,12 +179,21 @@ struct Closed {
   std::uint32_t qp_num = 0;
   std::string reason; // the provider's: the Terminate sent or received, or the local cause
   std::string drive;  // the QP's drive counters (providers/uiwarp/drive.hpp), as one line
+  std::string path{}; // how its RDMA Writes and Reads moved (ShimOps::qp_path), "" if unknown
+};
+
+// The provider's later word on how a QP's RDMA Writes and Reads move (ShimOps::qp_path), for a
+// connection whose Attached went before it.
+struct Path {
+  sockaddr_storage local{}, peer{};
+  std::uint32_t qp_num = 0;
+  std::string text; // "same-host", or "tcp: <why the same-host path is not used>"
 };
 
 using Message =
     std::variant<Hello, HelloReply, Listen, ListenReply, Unlisten, Connect, ConnectReply,
                  ConnRequest, Accept, AcceptReply, Reject, Resolve, ResolveReply, Status,
-                 StatusLine, StatusEnd, IbConnect, Closed, Attached>;
+                 StatusLine, StatusEnd, IbConnect, Closed, Attached, Path>;
 
 // A message as it travels: the socket beside it, if any, is owned by the receiver (-1: none).
 struct Packet {
