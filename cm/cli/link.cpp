@@ -73,7 +73,7 @@ int link_add(const std::string& name, const std::vector<std::string>& args) {
   if (std::string why; !daemon::apply_mpa_overrides(mpa, check, &why))
     return error(why + " (expected netdev, type, or an MPA policy key: mpa-revision, crc, "
                        "markers, p2p, rtr, permissive, startup-timeout-ms, ird, ord, "
-                       "recv-wait-ms)");
+                       "recv-wait-ms, same-host)");
   if (netdev.empty()) return error("netdev DEV is required");
   if (!query_netdev(netdev, &err)) return error(err);
 

@@ -72,6 +72,8 @@ const std::map<std::string, Setter>& setters() {
       {"large-fpdu",
        [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.large_fpdu); }},
       {"rfc7306", [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.rfc7306); }},
+      {"same-host",
+       [](Config& c, const std::string& v) { return parse_bool(v, &c.mpa.same_host); }},
       {"first-fpdu-delay-ms",
        in_range(0, 10000,
                 [](Config& c, long n) { c.first_fpdu_delay = std::chrono::milliseconds(n); })},

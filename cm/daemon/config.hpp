@@ -35,10 +35,15 @@ struct Config {
   //
   // RFC 7306 (Immediate Data, Atomics) is offered with uiwarp's private flag: only a peer that
   // echoes it (another uiwarp) gets those operations; toward others they fail at post time.
+  //
+  // The same-host path is asked for with another private flag: a uiwarp responder answers with
+  // an offer naming its process, and two uiwarp processes that share a kernel, a user and a pid
+  // namespace then copy RDMA Write and Read data with process_vm_writev/readv; others ignore it.
   Config() {
     mpa.p2p = true;
     mpa.large_fpdu = true;
     mpa.rfc7306 = true;
+    mpa.same_host = true;
     mpa.max_private_data = kMaxProgramPrivateData;
   }
   static constexpr std::size_t kMaxProgramPrivateData = 255;
@@ -61,16 +66,16 @@ struct Config {
 };
 
 // Adds --mpa-revision, --crc, --markers, --p2p, --rtr, --ird, --ord, --permissive,
-// --startup-timeout-ms, --large-fpdu, --first-fpdu-delay-ms, --idle-exit-s,
-// --ib-connect-port.
+// --startup-timeout-ms, --large-fpdu, --rfc7306, --same-host, --first-fpdu-delay-ms,
+// --idle-exit-s, --ib-connect-port.
 void add_policy_options(CLI::App& app, Config& cfg);
 // Per-device (uiwarp link add ... KEY VALUE) and per-connection (UIWARP_MPA_POLICY) overrides
 // of the MPA policy: "key=value ..." with the keys in kMpaOverrideKeys, as in uiwarpd.conf,
 // plus crc=required|optional (on|off) and rtr=none (p2p off). Applied over `mpa`; false with
 // *err naming the key or value.
 inline constexpr const char* kMpaOverrideKeys[] = {
-    "mpa-revision",       "crc", "markers", "p2p",         "rtr", "permissive",
-    "startup-timeout-ms", "ird", "ord",     "recv-wait-ms"};
+    "mpa-revision",       "crc", "markers", "p2p",          "rtr",      "permissive",
+    "startup-timeout-ms", "ird", "ord",     "recv-wait-ms", "same-host"};
 bool apply_mpa_overrides(const std::string& text, iwarp::MpaPolicy& mpa, std::string* err);
 
 // Reads `file` (a missing default file is fine) for the keys not given as flags.

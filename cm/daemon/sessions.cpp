@@ -151,6 +151,7 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   s.local = m.src;
   s.peer = m.dst;
   s.policy = policy;
+  s.policy.same_host = s.policy.same_host && !ib; // IB-style connect: TCP only
   s.until = now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy.timeout);
   sessions_[sock] = std::move(s);
 }
@@ -214,6 +215,9 @@ void Sessions::request_received(Session& s) {
     r.ird = s.policy.ord;
     r.ord = s.policy.ird;
   }
+  // uiwarp's same-host bit, under a policy that answers it: the client's Accept may bring an
+  // offer for the Reply (an RDMAC peer, revision 0, gets none: MpaStartup::accept).
+  r.same_host = s.mpa->request().same_host && s.policy.same_host && s.mpa->request().rev != 0;
   move(s, {Phase::Exchange}, Phase::Notified);
   actions_.push_back(ToClient{s.client, std::move(r)});
 }
@@ -230,7 +234,7 @@ void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point n
     return;
   }
   s->mpa->accept(to_bytes(m.private_data), static_cast<std::uint16_t>(m.ird),
-                 static_cast<std::uint16_t>(m.ord));
+                 static_cast<std::uint16_t>(m.ord), m.same_host_offer);
   move(*s, {Phase::Notified}, Phase::Accepted);
   // The AcceptReply (and the socket) go to the client once the MPA Reply is written: the
   // application's rdma_accept returns after it, and perftest posts at once.

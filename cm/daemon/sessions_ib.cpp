@@ -14,7 +14,9 @@ namespace uiwarp::daemon {
 
 void Sessions::on_ib_listen(SockId sock, const sockaddr_storage& addr) {
   ib_listener_ = sock;
-  listeners_[sock] = Listener{-1, 0, addr, policy_.mpa, {}};
+  iwarp::MpaPolicy policy = policy_.mpa;
+  policy.same_host = false; // no offer is made for an IB-style QP: TCP only
+  listeners_[sock] = Listener{-1, 0, addr, policy, {}};
 }
 
 void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_point now) {

@@ -19,7 +19,8 @@ std::string policy_line(const iwarp::MpaPolicy& p) {
   return "policy: MPA rev " + n(p.revision) + ", crc " + on(p.crc) + ", markers " + on(p.markers) +
          ", p2p " + on(p.p2p) + ", ird " + n(p.ird) + " ord " + n(p.ord) + ", permissive " +
          on(p.permissive) + ", large-fpdu " + on(p.large_fpdu) + ", rfc7306 " + on(p.rfc7306) +
-         ", startup timeout " + n(static_cast<std::uint64_t>(p.timeout.count())) + " ms";
+         ", same-host " + on(p.same_host) + ", startup timeout " +
+         n(static_cast<std::uint64_t>(p.timeout.count())) + " ms";
 }
 
 std::string counters_line(const Counters& k, std::uint64_t refused, std::uint64_t link_events) {

@@ -32,6 +32,7 @@ json params_json(const iwarp::ConnParams& p) {
           {"ord", p.ord},
           {"large_fpdu", p.large_fpdu},
           {"rfc7306", p.rfc7306},
+          {"same_host", p.same_host},
           {"recv_wait_ms", p.recv_wait_ms}};
 }
 
@@ -50,6 +51,7 @@ json policy_json(const iwarp::MpaPolicy& p) {
           {"permissive", p.permissive},
           {"large_fpdu", p.large_fpdu},
           {"rfc7306", p.rfc7306},
+          {"same_host", p.same_host},
           {"startup_timeout_ms", p.timeout.count()},
           {"recv_wait_ms", p.recv_wait.count()}};
 }

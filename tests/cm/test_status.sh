@@ -27,6 +27,7 @@ check "status counts the connection (connect 1, established 1)" grep -q "connect
 check "status counts the request (requests 1 (accepted 1)" grep -q "requests 1 (accepted 1," "$T/status"
 check "status shows the policy" grep -q "^policy: MPA rev 2, crc on" "$T/status"
 check "status shows the default MPA startup timeout (10 s)" grep -q "startup timeout 10000 ms" "$T/status"
+check "status shows the same-host path on by default" grep -q ", same-host on, " "$T/status"
 check "status lists lo among the links" grep -qE "^  lo up 127\.0\.0\.1" "$T/status"
 expect_eq "conn show lists both ends" "connections: 2" "$(head -n 1 "$T/conn")"
 check "conn show: the active end, its owner and TCP state" \
@@ -46,7 +47,8 @@ def need(obj, keys, where):
 need(st, ["pid", "up_s", "socket", "policy", "counters", "clients", "listeners", "connections",
           "starting", "links", "recent_link_events"], "status")
 need(st["policy"], ["mpa_revision", "crc", "markers", "p2p", "rtr", "ird", "ord", "permissive",
-                    "large_fpdu", "rfc7306", "startup_timeout_ms", "recv_wait_ms"], "policy")
+                    "large_fpdu", "rfc7306", "same_host", "startup_timeout_ms", "recv_wait_ms"],
+     "policy")
 need(st["counters"], ["connects", "established", "requests", "accepted", "mpa_errors"], "counters")
 assert st["counters"]["established"] == 1, st["counters"]
 assert any(l["addr"].endswith(":" + port) and "(rping)" in l["process"] for l in st["listeners"])
@@ -57,7 +59,7 @@ for c in cs["connections"]:
          "connection")
     assert c["state"] == "RTS" and isinstance(c["qpn"], int) and c["device"].startswith("uiwarp"), c
     need(c["mpa"], ["version", "crc", "markers_tx", "markers_rx", "p2p", "rtr", "ird", "ord",
-                    "large_fpdu", "rfc7306", "recv_wait_ms"], "connection mpa")
+                    "large_fpdu", "rfc7306", "same_host", "recv_wait_ms"], "connection mpa")
     need(c["tcp"], ["state", "send_queue", "recv_queue", "retransmits", "rtt_us", "bytes_sent",
                     "bytes_received"], "connection tcp")
     assert c["tcp"]["bytes_sent"] > 0 and c["tcp"]["bytes_received"] > 0, c["tcp"]

@@ -930,15 +930,27 @@ def hx009_cli(ctx):
     return f"Rev 0: {a[0]}; Rev 3: {b[0]}", b[1]
 
 
-@case("HX-010", "client", "Res bits set in the Reply", expect="not checked: connection works, rping verifies")
+@case("HX-010", "client", "Res bits set in the Reply, uiwarp's mark (0x01) clear",
+      expect="not checked: connection works, rping verifies")
 def hx010_cli(ctx):
     def rep(r):
         f = default_reply(r, ctx.mode.crc)
-        f.res = 0x0F
+        f.res = 0x0E  # what siw returns of the Request's bits: without the mark they prove nothing
         return f
     s = responder(ctx, reply=rep)
     ping_as_server(s)
     return "1 ping; " + expect_no_terminate_close(s, 10), client_end(ctx, s, "ok")
+
+
+@case("C-18", "client", "every Res bit set in the Reply: uiwarp's mark and same-host bit, no offer",
+      expect="the same-host offer uiwarpd asked for (same-host = on) is missing: initiator closes, "
+      "rping -c gets an error event", reported=1)
+def c18_cli(ctx):
+    def rep(r):
+        f = default_reply(r, ctx.mode.crc)
+        f.res = 0x0F
+        return f
+    return client_startup_fail(ctx, reply=rep)
 
 
 @case("HX-011", "client", "Reply with R=1 (rejected) and private data", quick=True,

@@ -27,7 +27,8 @@ TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "
   Config c;
   std::string err;
   REQUIRE(parse("# comment\n\nmpa-revision = 1\ncrc = off  # trailing\nrfc7306 = off\n"
-                "ird = 4\nord = 128\nrtr = read\nstartup-timeout-ms = 2500\nrecv-wait-ms = 0\n",
+                "ird = 4\nord = 128\nrtr = read\nstartup-timeout-ms = 2500\nrecv-wait-ms = 0\n"
+                "same-host = off\n",
                 c, &err, {"--ird", "8"}));
   CHECK(c.mpa.revision == 1);
   CHECK_FALSE(c.mpa.crc);
@@ -37,9 +38,12 @@ TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "
   CHECK(c.mpa.rtr == iwarp::RtrSet{false, false, true});
   CHECK(c.mpa.timeout == std::chrono::milliseconds(2500));
   CHECK(c.mpa.recv_wait == std::chrono::milliseconds(0)); // strict, as an RNIC
+  CHECK_FALSE(c.mpa.same_host);
   Config d;
   CHECK(d.mpa.rfc7306); // on by default
   CHECK(d.mpa.large_fpdu);
+  CHECK(d.mpa.same_host);
+  CHECK_FALSE(iwarp::MpaPolicy{}.same_host); // uiwarpd turns it on, libiwarp does not
 }
 
 TEST_CASE("uiwarpd.conf: an unknown key, a bad value or a line without '=' is an error naming "
@@ -80,6 +84,14 @@ TEST_CASE("MPA policy overrides of a device or a connection: the MPA keys, crc a
   REQUIRE(apply_mpa_overrides("crc=required rtr=none", p, &err));
   CHECK(p.crc);
   CHECK_FALSE(p.p2p);
+  // The shim's UIWARP_SAME_HOST=off, and a device's or a program's own choice.
+  p.same_host = true;
+  REQUIRE(apply_mpa_overrides("same-host=off", p, &err));
+  CHECK_FALSE(p.same_host);
+  REQUIRE(apply_mpa_overrides("same-host=on", p, &err));
+  CHECK(p.same_host);
+  CHECK_FALSE(apply_mpa_overrides("same-host=sometimes", p, &err));
+  CHECK(err == "bad value 'sometimes' for same-host");
   const iwarp::MpaPolicy before = p;
   CHECK_FALSE(apply_mpa_overrides("mpa-revision=1 idle-exit-s=5", p, &err));
   CHECK(err.find("'idle-exit-s' is not an MPA policy key") != std::string::npos);

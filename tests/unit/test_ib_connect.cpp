@@ -148,6 +148,41 @@ TEST_CASE("IB-style connect, uiwarpd responder: the Request meets the QP that wa
   }
 }
 
+TEST_CASE("IB-style connect keeps to TCP: no same-host bit asked or answered", "[ib][sessions]") {
+  MpaPolicy on;
+  on.same_host = true;
+  SECTION("the responder: a Request with the bit gets a Reply without it") {
+    Daemon d(policy(on));
+    d.s.on_ib_listen(kIbListener, v6("::", 4791));
+    d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, d.now);
+    REQUIRE(d.step().empty());
+    d.s.on_ib_wait(kClient, wait_msg(), d.now);
+    CHECK(d.step().empty());
+    MpaStartup peer = MpaStartup::initiator(on, as_bytes(ib::encode({kTheirs, kMine})), t0);
+    const Bytes req = mpat::take(peer);
+    REQUIRE(d.feed(req) == req.size());
+    CHECK(d.step() == Lines{"flush 21"});
+    const Bytes reply = d.write();
+    const auto header = iwarp::MpaFrameHeader::decode(reply.data());
+    REQUIRE(header);
+    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
+    REQUIRE(peer.on_bytes(reply) == reply.size());
+    CHECK_FALSE(peer.result().same_host);
+    CHECK_FALSE(message<proto::ConnectReply>(d.actions()).params.same_host);
+  }
+  SECTION("the initiator: its Request does not ask") {
+    Daemon d(policy(on));
+    d.s.on_connect(kClient, d.connect_msg(), kSock, 0, d.now, true);
+    REQUIRE(d.step().empty());
+    d.s.on_connected(kSock, kLocal, d.now);
+    REQUIRE(d.step().empty());
+    const Bytes req = d.write();
+    const auto header = iwarp::MpaFrameHeader::decode(req.data());
+    REQUIRE(header);
+    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
+  }
+}
+
 TEST_CASE("IB-style connect, uiwarpd responder: Requests that name no waiting QP are refused",
           "[ib][sessions]") {
   SECTION("another QPN, or the right QPN from another host: held, then an MPA Reject") {
