@@ -64,6 +64,9 @@ std::string mpa_overrides(const std::optional<Device>& dev, const sockaddr_stora
   std::string out = dev && !is_wildcard(addr) ? dev->mpa : "";
   if (const char* env = Env::get().nonempty(EnvVar::MpaPolicy))
     out += (out.empty() ? "" : " ") + std::string(env);
+  // Last, so it wins: a program without the same-host path neither asks nor answers for it.
+  if (!Env::get().same_host_enabled())
+    out += (out.empty() ? "" : " ") + std::string("same-host=off");
   return out;
 }
 

@@ -29,7 +29,8 @@ std::optional<Device> device_for(const sockaddr_storage& ip);
 
 // The MPA policy overrides uiwarpd applies to a connection from or to `addr`: those of its
 // device (none for a wildcard address: uiwarpd's defaults), then UIWARP_MPA_POLICY's, which
-// win ("key=value ...", uiwarpd(8)).
+// win ("key=value ...", uiwarpd(8)); last "same-host=off" when UIWARP_SAME_HOST turns the
+// same-host path off.
 std::string mpa_overrides(const std::optional<Device>& dev, const sockaddr_storage& addr);
 // For a listener on `addr`: if it is a wildcard, every device's own overrides, one
 // "NETDEV KEY=VALUE..." line per device that has any (proto::Listen::device_policies).

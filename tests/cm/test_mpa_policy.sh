@@ -77,5 +77,14 @@ p=$(free_port)
 out=$(UIWARP_MPA_POLICY="rtr=sideways" timeout 20 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1 2>&1)
 expect_match "a bad UIWARP_MPA_POLICY fails the connect, naming the value" \
   "MPA policy .*bad value 'sideways' for rtr" "$out"
+# UIWARP_SAME_HOST=off: the shim adds same-host=off to the policy it sends, after the program's.
+out=$(UIWARP_SAME_HOST=off UIWARP_MPA_POLICY="rtr=sideways" timeout 20 "$RUN" rping -c -a 127.0.0.1 \
+  -p "$p" -C 1 2>&1)
+expect_match "UIWARP_SAME_HOST=off: the connect's policy ends with same-host=off" \
+  "MPA policy '.*rtr=sideways same-host=off': bad value 'sideways' for rtr" "$out"
+out=$(conn_show_during same-host-off UIWARP_SAME_HOST=off)
+expect_eq "UIWARP_SAME_HOST=off: both ends connect, without the same-host path" 2 \
+  "$(grep -c ' RTS .* recv-wait ' <<<"$out")"
+expect_eq "... neither end agreed on it" 0 "$(grep -c ' same-host recv-wait ' <<<"$out")"
 uiwarpd_stop
 finish

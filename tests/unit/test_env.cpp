@@ -47,3 +47,22 @@ TEST_CASE("Env: a snapshot reads values by name: unset, empty and numbers", "[en
   CHECK(Env::from(on).flag(EnvVar::Debug));
   CHECK_FALSE(Env::from(on).number(EnvVar::RecvWaitMs).has_value());
 }
+
+TEST_CASE("Env: UIWARP_SAME_HOST turns the same-host path off with off, 0, no or false",
+          "[env][same-host]") {
+  const char* const none[] = {nullptr};
+  CHECK(Env::from(none).same_host_enabled()); // on unless turned off
+  for (const char* v : {"UIWARP_SAME_HOST=off", "UIWARP_SAME_HOST=0", "UIWARP_SAME_HOST=no",
+                        "UIWARP_SAME_HOST=false"}) {
+    INFO(v);
+    const char* const envp[] = {v, nullptr};
+    CHECK_FALSE(Env::from(envp).same_host_enabled());
+  }
+  for (const char* v :
+       {"UIWARP_SAME_HOST=on", "UIWARP_SAME_HOST=1", "UIWARP_SAME_HOST=", "UIWARP_SAME_HOST=OFF"}) {
+    INFO(v);
+    const char* const envp[] = {v, nullptr};
+    CHECK(Env::from(envp).same_host_enabled());
+  }
+  CHECK(std::string(uiwarp::spec(EnvVar::SameHost).name) == "UIWARP_SAME_HOST");
+}

@@ -33,6 +33,9 @@ constexpr EnvTable kEnvVars = {{
      "MPA policy overrides for this program's connections, key=value ..."},
     {V::TxSplice, "UIWARP_TX_SPLICE", "provider", "auto",
      "how large RDMA Read Responses leave without CRC: auto, on (a pipe), off (copied)"},
+    {V::SameHost, "UIWARP_SAME_HOST", "provider, shim", "on",
+     "off: no same-host path: the shim asks uiwarpd for none and the provider offers and "
+     "attaches none (as between hosts)"},
     {V::IbConnectTimeoutMs, "UIWARP_IB_CONNECT_TIMEOUT_MS", "shim", "30000",
      "how long a QP moved to RTR IB-style waits for its peer"},
     {V::DaemonConfig, "UIWARPD_CONFIG", "uiwarp-run, shim", "/etc/uiwarp/uiwarpd.conf",
@@ -120,6 +123,14 @@ std::optional<long> Env::number(EnvVar v) const {
 bool Env::flag(EnvVar v) const {
   const char* x = nonempty(v);
   return x && std::strcmp(x, "0") != 0;
+}
+
+bool Env::same_host_enabled() const {
+  const char* x = nonempty(V::SameHost);
+  if (!x) return true;
+  for (const char* off : {"off", "0", "no", "false"})
+    if (std::strcmp(x, off) == 0) return false;
+  return true;
 }
 
 } // namespace uiwarp

@@ -28,6 +28,7 @@ enum class EnvVar : std::uint8_t {
   RecvWaitMs,
   MpaPolicy,
   TxSplice,
+  SameHost,
   IbConnectTimeoutMs,
   DaemonConfig,
   DaemonSocket,
@@ -73,6 +74,9 @@ public:
   std::optional<long> number(EnvVar v) const;
   // Set to anything but "" or "0" (UIWARP_DEBUG).
   bool flag(EnvVar v) const;
+  // UIWARP_SAME_HOST: the same-host path may be used, unless it is "off", "0", "no" or "false"
+  // (unset, empty or anything else: on).
+  bool same_host_enabled() const;
 
 private:
   std::array<std::optional<std::string>, static_cast<std::size_t>(EnvVar::Count)> values_;
