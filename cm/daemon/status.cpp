@@ -45,6 +45,10 @@ std::string qp_part(const HandedView& h) {
   return "qp " + qpn(h.qp_num) + " dev " + (h.device.empty() ? "-" : h.device) + " RTS";
 }
 
+// "; path same-host", "; path tcp: why", last on the line as the text is the provider's; nothing
+// until the shim reports it (proto::Attached, proto::Path).
+std::string path_part(const HandedView& h) { return h.path.empty() ? "" : "; path " + h.path; }
+
 } // namespace
 
 std::vector<std::string> status_report(const StatusSnapshot& s) {
@@ -85,7 +89,8 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
                       n(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
                                                        it->ended - it->conn.since)
                                                        .count())) +
-                      "s: " + it->reason + (it->drive.empty() ? "" : "; drive: " + it->drive));
+                      "s: " + it->reason + (it->drive.empty() ? "" : "; drive: " + it->drive) +
+                      path_part(it->conn));
     }
     out.push_back("closed connections: " + n(lines.size()) + " (the last " +
                   n(Sessions::kClosedKept) + " are kept)");
@@ -103,7 +108,7 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
       line += " tcp " + t->second.state + " sendq " + n(t->second.send_queue) + " recvq " +
               n(t->second.recv_queue) + " retrans " + n(t->second.retransmits) + " rtt " +
               n(t->second.rtt_us) + "us";
-    lines.push_back(line);
+    lines.push_back(line + path_part(h));
   }
   out.push_back("connections: " + n(lines.size()) +
                 (s.tcp_error.empty() ? "" : " (TCP state unknown: " + s.tcp_error + ")"));

@@ -36,6 +36,9 @@ json params_json(const iwarp::ConnParams& p) {
           {"recv_wait_ms", p.recv_wait_ms}};
 }
 
+// "same-host", "tcp: why", or null until the shim reports it.
+json path_json(const HandedView& h) { return h.path.empty() ? json(nullptr) : json(h.path); }
+
 json policy_json(const iwarp::MpaPolicy& p) {
   std::string rtr;
   for (auto [on, name] :
@@ -78,7 +81,8 @@ std::string status_json(const StatusSnapshot& s) {
                         {"ended_s_ago", seconds(s.now - it->ended)},
                         {"lived_s", seconds(it->ended - it->conn.since)},
                         {"reason", it->reason},
-                        {"drive", it->drive}});
+                        {"drive", it->drive},
+                        {"path", path_json(it->conn)}});
     }
     out["closed"] = std::move(closed);
     return out.dump();
@@ -120,6 +124,7 @@ std::string status_json(const StatusSnapshot& s) {
               {"role", h.params.initiator ? "active" : "passive"},
               {"mpa", params_json(h.params)},
               {"age_s", seconds(s.now - h.since)},
+              {"path", path_json(h)},
               {"tcp", nullptr}};
     if (auto t = s.tcp.find({addr_string(h.local), addr_string(h.peer)}); t != s.tcp.end())
       c["tcp"] = {{"state", t->second.state},

@@ -124,8 +124,11 @@ int ib_connect(std::uint32_t qp_num, const uiwarp::IbTarget& t) noexcept {
 }
 void ib_cancel(std::uint32_t qp_num) noexcept { uiwarp::ucma::Ucma::get().ib_cancel(qp_num); }
 int channel_wfd(int channel_fd) noexcept { return comp_channel_wfd(channel_fd); }
+void qp_path(std::uint32_t qp_num, const char* path) noexcept {
+  uiwarp::ucma::Ucma::get().qp_path(qp_num, path);
+}
 constexpr uiwarp::ShimOps kShimOps = {uiwarp::kProviderAbi, qp_event, ib_connect, ib_cancel,
-                                      channel_wfd};
+                                      channel_wfd,          qp_path};
 } // namespace
 
 SHIM_EXPORT const uiwarp::ShimOps*

@@ -39,6 +39,9 @@ namespace {
 
 void log_error(const std::string& m) { log::error("rdma_cm", m); }
 
+// The longest path text uiwarpd is sent (ShimOps::qp_path): a reason is a line.
+constexpr std::size_t kMaxPathText = 256;
+
 // rdma_ucm_conn_param::private_data_len is a u8: 255 at most (uiwarpd never passes more).
 std::uint8_t private_data_len(std::size_t n) {
   return static_cast<std::uint8_t>(std::min<std::size_t>(n, 255));
@@ -87,6 +90,7 @@ void Ucma::fork_child() {
   Ucma& u = get();
   u.daemon.forget_after_fork();
   u.ib_.clear();
+  u.paths_.clear(); // the parent's connections: its provider reports them
   u.relistening_ = false;
   if (fork_locked) u.mu_.unlock();
 }
@@ -124,13 +128,31 @@ bool Ucma::register_provider(const ProviderOps* ops) {
 
 void Ucma::qp_event(std::uint32_t qp_num, QpEvent, const char* reason, const char* drive) {
   std::lock_guard<std::mutex> lock(mu_);
+  auto path = paths_.find(qp_num);
   // uiwarpd keeps why it ended (uiwarp conn show --closed); a link that is down loses it.
   for (const auto& [h, id] : st.ids())
     if (id.qp_num == qp_num && id.connected()) {
-      daemon.post(proto::Closed{id.src, id.dst, qp_num, reason ? reason : "", drive ? drive : ""});
+      daemon.post(proto::Closed{id.src, id.dst, qp_num, reason ? reason : "", drive ? drive : "",
+                                path != paths_.end() ? path->second.text : ""});
       break;
     }
   st.qp_ended(qp_num);
+  // During attach() the entry stays for its Attached, which then drops it.
+  if (path != paths_.end() && path->second.announced)
+    paths_.erase(path);
+  else if (path != paths_.end())
+    path->second.ended = true;
+}
+
+void Ucma::qp_path(std::uint32_t qp_num, const char* text) {
+  if (!text) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = paths_.find(qp_num);
+  if (it == paths_.end()) return; // no connection of the shim's: nobody to tell
+  // uiwarpd takes strings of up to 1024 octets (proto::decode); a reason is a line, not a page.
+  it->second.text = std::string(text).substr(0, kMaxPathText);
+  if (it->second.announced)
+    daemon.post(proto::Path{it->second.local, it->second.peer, qp_num, it->second.text});
 }
 
 void Ucma::queued(int channel) {
@@ -239,6 +261,7 @@ void Ucma::conn_request(const proto::ConnRequest& m) {
   child.iw = true;
   child.child = true;
   child.token = m.token;
+  child.same_host = m.same_host;
   child.dev = listener->dev ? listener->dev : device_for(m.src);
   Event e = conn_event(m.private_data, m.ird, m.ord);
   e.charged_to = listener->handle;     // counts against the listener (DESTROY_ID)
@@ -303,10 +326,17 @@ int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
   }
   // uiwarpd lists the connection with the QP that took it (uiwarp conn show); the addresses are
   // read now, as the QP owns the socket once attach() returns.
-  proto::Attached a{{}, {}, qp_num, {}};
+  proto::Attached a{{}, {}, qp_num, {}, {}};
   socklen_t la = sizeof a.local, pa = sizeof a.peer;
   const bool named = ::getsockname(fd, reinterpret_cast<sockaddr*>(&a.local), &la) == 0 &&
                      ::getpeername(fd, reinterpret_cast<sockaddr*>(&a.peer), &pa) == 0;
+  // The path until the provider says otherwise (qp_path, from attach() on): without the MPA
+  // exchange's agreement it can only be TCP.
+  paths_[qp_num] = QpPath{a.local, a.peer,
+                          p.same_host                       ? ""
+                          : !Env::get().same_host_enabled() ? "tcp: UIWARP_SAME_HOST=off"
+                                                            : "tcp: not agreed in the MPA exchange",
+                          false, false};
   st.set_attaching(qp_num, true);
   lock.unlock();
   int err = ops->attach(qp_num, fd, p);
@@ -315,11 +345,36 @@ int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
   }
   lock.lock();
   st.set_attaching(qp_num, false);
-  if (err)
+  auto path = paths_.find(qp_num);
+  if (err) {
     sys_close(fd);
-  else if (named)
-    daemon.post(a);
+    if (path != paths_.end()) paths_.erase(path);
+    return err;
+  }
+  if (path != paths_.end()) {
+    a.path = path->second.text;
+    path->second.announced = named;
+  }
+  if (named) daemon.post(a);
+  if (path != paths_.end() && (!named || path->second.ended)) paths_.erase(path);
   return err;
+}
+
+std::optional<iwarp::SameHostOffer> Ucma::same_host_offer(std::uint32_t qp_num,
+                                                          std::unique_lock<std::mutex>& lock) {
+  const ProviderOps* ops = provider_;
+  if (!ops || !ops->same_host_offer) return std::nullopt;
+  iwarp::SameHostOffer offer;
+  lock.unlock();
+  const bool made = ops->same_host_offer(qp_num, &offer);
+  lock.lock();
+  if (!made) return std::nullopt;
+  if (!offer.valid()) { // uiwarpd would refuse the Accept as a malformed message
+    log_error("the provider's same-host offer for QP " + std::to_string(qp_num) +
+              " has the wrong magic or version; the MPA Reply goes without one");
+    return std::nullopt;
+  }
+  return offer;
 }
 
 void Ucma::release(Id& id) {

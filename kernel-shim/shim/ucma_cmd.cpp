@@ -6,6 +6,7 @@
 // ENOSYS, as an older kernel answers it. Each handler runs with the emulation's lock held.
 #include "ucma_addr.hpp"
 #include "ucma_emu.hpp"
+#include "uiwarp/env.hpp"
 #include "uiwarp/log.hpp"
 
 #include <algorithm>
@@ -326,6 +327,15 @@ int ucma_accept(const Cmd& cmd) {
   proto::Accept m;
   m.token = id->token;
   set_conn_param(m, c.conn_param);
+  // The Request asked for the same-host path and uiwarpd would answer it: the accepting QP's
+  // offer goes into the Reply. No QP named (the program accepts without one), no offer.
+  if (id->same_host && id->qp_num && Env::get().same_host_enabled()) {
+    m.same_host_offer = u.same_host_offer(id->qp_num, cmd.lock);
+    if (!u.st.find(c.id)) { // destroyed meanwhile, answered as release() would have
+      u.daemon.post(proto::Reject{m.token, {}});
+      return EINVAL;
+    }
+  }
   if (int err = u.daemon.send(m)) return err;
   auto p = u.daemon.await<proto::AcceptReply>(id->token, cmd.lock);
   id = u.st.find(c.id);

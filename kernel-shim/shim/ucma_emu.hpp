@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 
@@ -36,6 +37,8 @@ public:
   // The provider's half of the hand-shake (provider_api.hpp).
   bool register_provider(const ProviderOps* ops);
   void qp_event(std::uint32_t qp_num, QpEvent, const char* reason, const char* drive);
+  // How QP qp_num's RDMA Writes and Reads move (ShimOps::qp_path), for uiwarp conn show.
+  void qp_path(std::uint32_t qp_num, const char* text);
   // IB-style connect (ucma_ib.cpp): a QP in RTR with an address vector waits for its peer.
   int ib_connect(std::uint32_t qp_num, const IbTarget& t);
   void ib_cancel(std::uint32_t qp_num);
@@ -56,6 +59,10 @@ public:
   // Hands `fd` to the provider's QP (lock released: the provider may call back).
   int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
              std::unique_lock<std::mutex>& lock);
+  // rdma_accept of a Request that asked for the same-host path: QP qp_num's offer for the
+  // Reply, if the provider makes one (lock released: the provider takes the QP's).
+  std::optional<iwarp::SameHostOffer> same_host_offer(std::uint32_t qp_num,
+                                                      std::unique_lock<std::mutex>& lock);
   // A connect or accept attached: Connect -> Established, ESTABLISHED queued.
   void established(Id& id, Event e = {});
 
@@ -97,6 +104,16 @@ private:
 
   bool relistening_ = false; // relisten() runs
   const ProviderOps* provider_ = nullptr;
+
+  // The path of each connection handed to a QP (ShimOps::qp_path), by QPN, until it ends: it
+  // goes to uiwarpd in Attached, and any later change in a Path message.
+  struct QpPath {
+    sockaddr_storage local{}, peer{}; // the connection's, as Attached names them
+    std::string text;                 // "same-host", or "tcp: why not"
+    bool announced = false;           // uiwarpd has the connection's Attached
+    bool ended = false;               // the provider reported its end during attach()
+  };
+  std::map<std::uint32_t, QpPath> paths_;
 };
 
 } // namespace uiwarp::ucma

@@ -69,6 +69,7 @@ struct Id {
   bool child = false;
   std::uint64_t token = 0; // child: uiwarpd's handle for Accept/Reject
   bool accepted = false;   // child: answered (accepted or rejected)
+  bool same_host = false;  // child: its Request asked for the same-host path (ConnRequest)
   bool attaching = false;  // the socket is being handed to the provider (lock released)
   bool ended = false;      // ...and the provider reported the connection's end meanwhile
   std::uint32_t qp_num = 0;

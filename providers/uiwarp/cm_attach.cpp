@@ -129,7 +129,7 @@ int disconnect(std::uint32_t qp_num) noexcept {
 
 const ShimOps* g_shim = nullptr;
 
-constexpr ProviderOps kProviderOps = {kProviderAbi, attach, disconnect, ib_failed};
+constexpr ProviderOps kProviderOps = {kProviderAbi, attach, disconnect, ib_failed, same_host_offer};
 
 __attribute__((constructor)) void register_with_shim() {
   auto reg = reinterpret_cast<RegisterProvider>(::dlsym(RTLD_DEFAULT, kRegisterProviderSymbol));

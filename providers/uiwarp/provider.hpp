@@ -468,4 +468,8 @@ int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask);
 void ib_cancel(Qp* qp);
 void ib_failed(std::uint32_t qp_num, int error, const char* reason) noexcept;
 
+// The same-host offer of QP qp_num at rdma_accept (ProviderOps::same_host_offer,
+// qp_same_host.cpp).
+bool same_host_offer(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept;
+
 } // namespace uiwarp

@@ -34,6 +34,10 @@ check "conn show: the active end, its owner and TCP state" \
   grep -qE "127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:$p pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} dev uiwarp[0-9]+ RTS active IETF crc on .* tcp established" "$T/conn"
 check "conn show: the passive end" \
   grep -qE "127\.0\.0\.1:$p 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} dev uiwarp[0-9]+ RTS passive IETF crc on .* tcp established" "$T/conn"
+# How each moves its RDMA Writes and Reads, last on its line: between two uiwarp processes on
+# one host the same-host path, or TCP with the reason (the provider's word, or the shim's).
+expect_eq "conn show: both ends name their path (same-host, or tcp: why)" 2 \
+  "$(grep -cE '; path (same-host|tcp: .+)$' "$T/conn")"
 # The client goes; the server sees the connection end and exits by itself (it served one).
 # -j: one JSON document each, with the fields its schema names (rdma -j's way).
 schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
@@ -55,8 +59,9 @@ assert any(l["addr"].endswith(":" + port) and "(rping)" in l["process"] for l in
 need(cs, ["connections", "starting"], "conn show")
 assert len(cs["connections"]) == 2, cs
 for c in cs["connections"]:
-    need(c, ["local", "peer", "process", "qpn", "device", "state", "role", "mpa", "age_s", "tcp"],
-         "connection")
+    need(c, ["local", "peer", "process", "qpn", "device", "state", "role", "mpa", "age_s", "path",
+             "tcp"], "connection")
+    assert c["path"] == "same-host" or c["path"].startswith("tcp: "), c["path"]
     assert c["state"] == "RTS" and isinstance(c["qpn"], int) and c["device"].startswith("uiwarp"), c
     need(c["mpa"], ["version", "crc", "markers_tx", "markers_rx", "p2p", "rtr", "ird", "ord",
                     "large_fpdu", "rfc7306", "same_host", "recv_wait_ms"], "connection mpa")
@@ -74,19 +79,21 @@ kill "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
 # The end of each, and why, stays: the provider of each side reported it to uiwarpd.
-closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*"
+closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*; path (same-host|tcp: .+)$"
 for _ in $(seq 100); do
   "$UIWARP" conn show --closed >"$T/closed" 2>&1
   grep -qE "$closed_re" "$T/closed" && break
   sleep 0.1
 done
 cat "$T/closed"
-check "conn show --closed: the connection that ended, its owner, QPN and why" grep -qE "$closed_re" "$T/closed"
+check "conn show --closed: the connection that ended, its owner, QPN, why and its path" grep -qE "$closed_re" "$T/closed"
 check "conn show --closed: a header that counts them" grep -qE "^closed connections: [12] \(the last 64 are kept\)" "$T/closed"
 closed_json=$("$UIWARP" -j conn show --closed | python3 -c 'import json, sys
 c = json.load(sys.stdin)["closed"][0]
-assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason", "drive"}, c
+assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason", "drive",
+                  "path"}, c
 assert c["drive"].startswith("posts "), c
+assert c["path"] == "same-host" or c["path"].startswith("tcp: "), c
 print(c["reason"])' 2>&1)
 check "uiwarp -j conn show --closed: the same, as JSON ($closed_json)" test -n "$closed_json" -a "${closed_json#Traceback}" = "$closed_json"
 # The per-user uiwarpd's log, beside its socket, says the same.

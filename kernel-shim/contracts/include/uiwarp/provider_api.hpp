@@ -19,6 +19,12 @@
 //   shim -> provider   ib_failed(qp_num, errno, reason)     the peer never came (QP to ERR)
 //   provider -> shim   comp_channel_wfd(channel fd)         where a CQ's completion event is
 //                                                       written (uiwarp/shim.h)
+//   shim -> provider   same_host_offer(qp_num, &offer)      rdma_accept of a Request that asked
+//                                                       for the same-host path: the QP's offer,
+//                                                       which uiwarpd puts into the MPA Reply
+//   provider -> shim   qp_path(qp_num, text)                how the QP's RDMA Writes and Reads
+//                                                       move ("same-host", "tcp: why"), from
+//                                                       attach() on, for uiwarp conn show
 #pragma once
 
 #include "iwarp/conn_params.hpp"
@@ -29,7 +35,7 @@
 namespace uiwarp {
 
 // Raised whenever anything below changes shape.
-inline constexpr std::uint32_t kProviderAbi = 6;
+inline constexpr std::uint32_t kProviderAbi = 7;
 
 enum class QpEvent : std::uint32_t {
   Disconnected = 1, // graceful close finished, or the peer closed
@@ -56,6 +62,10 @@ struct ProviderOps {
   // IB-style connect failed (no peer in time, refused, uiwarpd gone): the QP goes to ERR, its
   // work requests flush, and IBV_EVENT_QP_FATAL reports it.
   void (*ib_failed)(std::uint32_t qp_num, int error, const char* reason) noexcept;
+  // rdma_accept of a connection whose MPA Request asked for the same-host path: fills *out
+  // with QP qp_num's offer (this process, its shared STag table, a slot for the connection).
+  // false: no offer (turned off, no table, no such QP); the Reply then goes without one.
+  bool (*same_host_offer)(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept;
 };
 
 struct ShimOps {
@@ -70,6 +80,10 @@ struct ShimOps {
   // The write end of completion channel `channel_fd` (ibv_comp_channel::fd), or -1: the CQ's
   // event is one 8-octet record, its ibv_cq* (uiwarp/shim.h has the rules).
   int (*comp_channel_wfd)(int channel_fd) noexcept;
+  // How QP qp_num's RDMA Writes and Reads move, for `uiwarp conn show`: "same-host", or
+  // "tcp" followed by ": <why the same-host path is not used>". From attach() or later, any
+  // thread.
+  void (*qp_path)(std::uint32_t qp_num, const char* path) noexcept;
 };
 
 // The shim's entry point, as the provider looks it up with dlsym(RTLD_DEFAULT, ...).
