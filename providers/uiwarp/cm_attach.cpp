@@ -102,6 +102,8 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   }
   if (!ib) qp->set_state(IBV_QPS_RTS);
   qp->ib.pending = false;
+  // Before the first FPDU leaves: the responder takes the answer as soon as data comes.
+  qp->same_host_attach(p);
   // Sends posted while an IB-style connect was under way, in order.
   for (; !qp->early.send.empty(); qp->early.send.pop_front()) {
     const iwarp::SendWr& w = qp->early.send.front();

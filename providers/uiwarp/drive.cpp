@@ -32,6 +32,8 @@ Counters& Counters::operator+=(const Counters& o) {
   copied += o.copied;
   spliced += o.spliced;
   path_changes += o.path_changes;
+  same_host += o.same_host;
+  same_host_tcp += o.same_host_tcp;
   return *this;
 }
 
@@ -47,7 +49,10 @@ std::string Counters::describe() const {
          n(reads_held) + ", deadlines " + n(deadlines) + "; quiet back-offs " + n(quiet) +
          ", full socket " + n(full) + "; parks " + n(parks) + ", unparks " + n(unparks) +
          ", adopted drives " + n(adopted) + ", yields " + n(yields) + "; Read Responses copied " +
-         n(copied) + ", spliced " + n(spliced) + ", path changes " + n(path_changes);
+         n(copied) + ", spliced " + n(spliced) + ", path changes " + n(path_changes) +
+         (same_host || same_host_tcp
+              ? "; same-host Writes and Reads " + n(same_host) + ", left to TCP " + n(same_host_tcp)
+              : "");
 }
 
 // ---- posts ----

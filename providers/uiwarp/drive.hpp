@@ -100,6 +100,9 @@ struct Counters {
   std::uint64_t yields = 0;              // sched_yield calls of idle pollers
   std::uint64_t copied = 0, spliced = 0; // pushes of large Read Responses, by path
   std::uint64_t path_changes = 0;
+  // RDMA Writes and Reads copied by the same-host path, and those it left to TCP (something
+  // before them unfinished, a refusal of the target's table, a fault).
+  std::uint64_t same_host = 0, same_host_tcp = 0;
 
   Counters& operator+=(const Counters& o);
   // "posts 10 sent, 30 held (sent by poll 28, deadline 2), ..." — only what happened.
@@ -180,6 +183,9 @@ public:
     bool send_held = false;    // held posts reached their deadline: send them
   };
   Timer on_timer(Ns now, bool cq_armed);
+
+  // ---- the same-host path (qp_same_host.cpp): a Write or Read copied, or left to TCP ----
+  void on_same_host(bool copied) { ++(copied ? c_.same_host : c_.same_host_tcp); }
 
   // ---- Read Responses: copy or by reference ----
   enum class Path : std::uint8_t { Copy = 0, Splice = 1 };

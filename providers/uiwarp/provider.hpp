@@ -8,6 +8,7 @@
 #include "iwarp/memory.hpp"
 #include "iwarp/qp.hpp"
 #include "qp_lock.hpp"
+#include "samehost/host.hpp"
 #include "verbs_abi.h"
 
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <infiniband/verbs.h>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <sys/epoll.h>
@@ -78,6 +80,8 @@ struct Context {
   int async_wfd = -1; // libibverbs reads async events from vctx.context.async_fd
   std::mutex mu;
   iwarp::MemoryTable mem; // the STag table, behind its own reader-writer lock
+  // Its copy for same-host peers, made at the first same-host connection (qp_same_host.cpp).
+  samehost::Host same_host{mem};
   std::uint32_t next_pd = 1;
   std::uint32_t pds = 0, mrs = 0, cqs = 0, qps = 0, srqs = 0;
   int (*comp_channel_wfd)(int) noexcept = nullptr; // ShimOps::comp_channel_wfd, if any
@@ -252,6 +256,22 @@ struct Qp {
     bool splice_failed = false;            // vmsplice was refused here: copy from then on
   } tx;
 
+  // ---- the same-host path (qp_same_host.cpp): RDMA Writes and Reads copied straight between
+  // the two processes when both ends are uiwarp on one host ----
+  struct SameHost {
+    enum class State : std::uint8_t {
+      Off,     // TCP only: not negotiated, refused, or ended (why says why)
+      Waiting, // responder: the initiator's answer has not come yet
+      On,
+    };
+    State state = State::Off;
+    bool mine = false;         // a slot in this process's table, which the peer copies through
+    std::uint32_t my_slot = 0; //   ...its index
+    std::optional<samehost::PeerRegion> peer; // the peer's table, once attached
+    std::uint32_t peer_slot = 0;              // our slot in it
+    samehost::Reader::Owner owner;            // the peer's end: the pins' PD and stream
+  } sh;
+
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
   // parking, held Sends, the Read Response path; its counters ----
   drive::QpDrive drv;
@@ -336,6 +356,15 @@ struct Qp {
   void after_io();
   // Drops the connection and the engine (QP to RESET, destroy).
   void detach();
+  // The same-host path (qp_same_host.cpp), with `mu` held. At attach: take it (initiator) or
+  // wait for the initiator's answer (responder), as `p` negotiated.
+  void same_host_attach(const iwarp::ConnParams& p);
+  // An RDMA Write or Read posted: true if it was copied and completed here; false, and the
+  // caller posts it to the engine, whenever TCP must carry it (also to get its exact error).
+  bool same_host_post(const iwarp::SendWr& w);
+  // The connection ended or the QP goes: the peer's copies through our slot stop (this waits
+  // for one in progress), and ours into the peer stop.
+  void same_host_end(const char* why);
 };
 
 // From the libibverbs object to the provider's, as rdma-core's providers do it (rxe's to_r*()):

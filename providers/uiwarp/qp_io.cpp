@@ -223,6 +223,9 @@ void Qp::after_io() {
                               IBV_EVENT_SRQ_LIMIT_REACHED);
   }
   iwarp::QpState s = engine->state();
+  // The same-host peer copies past what we sent only once we have processed it.
+  if (sh.mine) ctx()->same_host.set_consumed(sh.my_slot, engine->rx_ended());
+  if (s != iwarp::QpState::Rts && sh.mine) same_host_end("the connection ended");
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
       set_state(IBV_QPS_ERR);
@@ -284,6 +287,7 @@ void Qp::flush_completion(const iwarp::SendWr& w) {
 }
 
 void Qp::detach() {
+  same_host_end(nullptr);
   if (conn.fd >= 0) {
     if (Progress* p = ctx()->progress()) p->remove(this);
     ::close(conn.fd);

@@ -131,6 +131,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
             "(uiwarpd's rfc7306 option); this connection did not");
     return EINVAL;
   }
+  if (qp->sh.state != Qp::SameHost::State::Off && qp->same_host_post(wr)) return 0;
   switch (qp->engine->post_send(wr)) {
   case iwarp::PostError::None: return 0;
   case iwarp::PostError::QueueFull: return ENOMEM;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Two test hosts: network namespaces joined by a veth pair, each with its own uiwarp device
-# (uiwarp link add) and its own uiwarpd. Stock rping and perftest across them; then one side is
-# killed (kill -9) mid-transfer: the other side's work requests flush, its CM sees
-# DISCONNECTED, and its uiwarpd keeps serving.
+# (uiwarp link add) and its own uiwarpd. Stock rping and perftest across them; the same-host path
+# between them (containers sharing the pid namespace), and TCP with the reason when the server
+# has a pid namespace of its own; then one side is killed (kill -9) mid-transfer: the other
+# side's work requests flush, its CM sees DISCONNECTED, and its uiwarpd keeps serving.
 source "$(dirname "$0")/lib.sh"
 two_hosts 10.231.7
 UIWARP=$UIWARP_CLI
@@ -25,6 +26,25 @@ done
 pair ib_write_bw-a ib_write_bw -R -a -n 5 -p 7008 -- ib_write_bw -R -a -n 5 -p 7008 $SRV
 expect_eq "ib_write_bw -a covers 2 B .. 8 MiB across namespaces" 23 "$(grep -cE '^ *[0-9]+ +5 ' "$T/ib_write_bw-a.client")"
 pair ib_read_bw-q8 ib_read_bw -R -q 8 -n 200 -p 7009 -- ib_read_bw -R -q 8 -n 200 -p 7009 $SRV
+
+# The same-host path: `ip netns exec` shares the pid namespace, so the two processes qualify
+# and the Writes are copied (the client's drive counters in `uiwarp conn show --closed` count
+# them); a server in a pid namespace of its own (unshare --pid) cannot be reached so: TCP, and
+# `uiwarp conn show --closed` says why.
+pair same-host ib_write_bw -R -p 7020 -n 2000 -- ib_write_bw -R -p 7020 -n 2000 $SRV
+ip netns exec "$A" "$UIWARP" conn show --closed >"$T/same-host.closed" 2>&1
+check "same-host path across namespaces: 2000 Writes copied" \
+  grep -qE "same-host Writes and Reads 2000, .*path same-host" "$T/same-host.closed"
+timeout 60 ip netns exec "$B" unshare --pid --fork "$RUN" ib_write_bw -R -p 7021 -n 500 >"$T/pidns.server" 2>&1 &
+spid=$!
+wait_listen -n "$B" 7021
+timeout 60 ip netns exec "$A" "$RUN" ib_write_bw -R -p 7021 -n 500 $SRV >"$T/pidns.client" 2>&1
+crc=$?
+wait $spid
+expect_eq "ib_write_bw to a server in another pid namespace: client and server exit 0" "0 0" "$crc $?"
+ip netns exec "$A" "$UIWARP" conn show --closed >"$T/pidns.closed" 2>&1
+check "uiwarp conn show --closed: TCP, the peer is in another pid namespace" \
+  grep -qE ":7021 .*path tcp: the peer is in another pid namespace" "$T/pidns.closed"
 
 # kill -9 of the client mid-transfer. (The flushing of outstanding work requests is checked
 # byte for byte in the unit tests, HX-038; rping itself only reports the disconnect.)

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// The same-host path of a QP: when both ends are uiwarp processes of one user in one pid
+// namespace of one kernel, an RDMA Write is copied from its source straight into the target's
+// registered memory (process_vm_writev) and an RDMA Read straight out of it (process_vm_readv),
+// instead of crossing TCP, and nobody at the target wakes up for it. The MPA exchange
+// negotiated it (kMpaFlagSameHost: the responder's Reply offers its process and table); here:
+//
+//   responder, rdma_accept: opens a slot in this process's table for the connection and makes
+//     the offer (same_host_offer; the shim puts it into the Reply).
+//   initiator, attach: checks the offer names this host, user and pid namespace; takes the
+//     responder's table (PeerRegion: pidfd_getfd, a sealed memfd, the offer's nonce); opens a
+//     slot in its own table; writes its answer into its slot of the responder's table, and
+//     last the probe word there with process_vm_writev, the way the data will be copied.
+//   responder, at its first Write or Read: takes the answer, attaches back, probes back.
+//
+// Ordering (RFC 5040 §5.5, §6.8): a copy is only made when the QP's send queue is empty and
+// the target has processed every octet this end sent over TCP (the slot's consumed word against
+// tx_framed()). So a Write copied here follows every earlier message at the target, and a Send
+// posted after it is queued after the copy ended. Anything else, and whatever the target's
+// table refuses (an invalid STag, rights, bounds), goes over TCP, which then produces the
+// exact Terminate and completion the TCP path always does.
+#include "provider.hpp"
+#include "uiwarp/env.hpp"
+#include "uiwarp/log.hpp"
+#include "uiwarp/provider_api.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <sys/uio.h>
+#include <unistd.h>
+
+namespace uiwarp {
+
+namespace {
+
+using samehost::PeerRegion;
+
+// One process_vm_* call copies at most this much: a large Write or Read holds its QP (and the
+// target's entry) for about that long at a time (RFC 5041 §5.2 spirit: bounded segments).
+constexpr std::uint64_t kMaxCopy = 1 << 20;
+
+bool enabled() { return Env::get().same_host_enabled(); }
+
+void report_path(const Qp* qp, const std::string& path) {
+  if (const ShimOps* sh = shim(); sh && sh->qp_path) sh->qp_path(qp->vqp.qp.qp_num, path.c_str());
+}
+
+// A connection goes without the path: the reason reaches `uiwarp conn show`, not stderr (a
+// fallback is normal: another host, Yama's ptrace_scope, seccomp).
+void give_up(Qp* qp, const std::string& why) {
+  Qp::SameHost& sh = qp->sh;
+  sh.state = Qp::SameHost::State::Off;
+  sh.peer.reset();
+  report_path(qp, "tcp: " + why);
+  log::debug("same-host", qp->endpoints() + ": TCP only: " + why);
+}
+
+std::string errno_text(const char* step, int e) {
+  char buf[128];
+  return std::string(step) + ": " + strerror_r(e, buf, sizeof buf);
+}
+
+// Attaches to the peer's table at `slot` and proves the copy works with the probe. "" or why not.
+std::string attach_peer(Qp* qp, pid_t pid, int table_fd, samehost::Nonce nonce,
+                        std::uint32_t slot) {
+  auto r = PeerRegion::attach(pid, table_fd, nonce);
+  if (!r) return r.error;
+  if (slot >= r.value->reader().layout().slots) return "the peer's slot is out of range";
+  Qp::SameHost& sh = qp->sh;
+  sh.peer.emplace(std::move(*r.value));
+  sh.peer_slot = slot;
+  return {};
+}
+
+std::string probe_peer(Qp* qp) {
+  Qp::SameHost& sh = qp->sh;
+  sh.owner = sh.peer->reader().owner(sh.peer_slot);
+  if (int e = sh.peer->probe(sh.peer_slot, qp->vqp.qp.qp_num | 1ull << 32); e < 0)
+    return errno_text("process_vm_writev", -e);
+  return {};
+}
+
+// The responder: the initiator's answer is in our slot once its probe word is set.
+void finish_responder(Qp* qp) {
+  Qp::SameHost& sh = qp->sh;
+  Context* ctx = qp->ctx();
+  const samehost::SlotAnswer a = ctx->same_host.answer(sh.my_slot);
+  if (a.probe == 0) {
+    // It writes the answer before it sends anything: data without one means it declined.
+    if (qp->engine->rx_ended() > 0) give_up(qp, "the peer did not take the same-host path");
+    return;
+  }
+  std::string why = attach_peer(qp, static_cast<pid_t>(a.pid), static_cast<int>(a.table_fd),
+                                a.nonce, static_cast<std::uint32_t>(a.slot));
+  if (why.empty()) why = probe_peer(qp);
+  if (!why.empty()) return give_up(qp, why);
+  ctx->same_host.watch(sh.my_slot, static_cast<pid_t>(a.pid));
+  sh.state = Qp::SameHost::State::On;
+  report_path(qp, "same-host");
+}
+
+// Where a Write's octets come from or a Read's go, as iovecs in this process: false if an
+// SGE does not resolve (TCP then reports the local error exactly).
+bool local_iov(Qp* qp, const iwarp::SendWr& w, bool sink, iovec* iov, std::size_t& n,
+               std::uint64_t& total) {
+  n = 0;
+  total = 0;
+  if (!w.inline_data.empty()) {
+    if (sink) return false;
+    iov[n++] = {const_cast<std::byte*>(w.inline_data.data()), w.inline_data.size()};
+    total = w.inline_data.size();
+    return true;
+  }
+  const std::uint32_t need = sink ? iwarp::access::kLocalWrite : 0;
+  for (const iwarp::Sge& s : w.sgl) {
+    if (s.length == 0) continue;
+    const auto r = qp->ctx()->mem.resolve(s.lkey, qp->pd_id, qp->vqp.qp.qp_num, s.addr, s.length,
+                                          need, /*local=*/true);
+    if (r.error) return false;
+    iov[n++] = {r.host, s.length};
+    total += s.length;
+  }
+  return true;
+}
+
+// Copies `total` octets between `iov` and the pinned range, kMaxCopy per call: true if all went.
+bool copy_pinned(const PeerRegion& peer, samehost::Pin pin, bool write, const iovec* iov,
+                 std::uint64_t total) {
+  iovec part[iwarp::kMaxSge + 1];
+  std::size_t i = 0, off = 0; // the next octet: iov[i], `off` into it
+  for (std::uint64_t done = 0; done < total;) {
+    const std::uint64_t want = std::min(total - done, kMaxCopy);
+    std::size_t k = 0;
+    for (std::uint64_t got = 0; got < want; ++k) {
+      const std::size_t take = std::min<std::uint64_t>(iov[i].iov_len - off, want - got);
+      part[k] = {static_cast<std::byte*>(iov[i].iov_base) + off, take};
+      got += take;
+      off += take;
+      if (off == iov[i].iov_len) {
+        ++i;
+        off = 0;
+      }
+    }
+    const samehost::Pin piece{pin.host + done, want};
+    const ssize_t got = write ? peer.write(piece, {part, k}) : peer.read(piece, {part, k});
+    if (got != static_cast<ssize_t>(want)) return false;
+    done += want;
+  }
+  return true;
+}
+
+} // namespace
+
+void Qp::same_host_attach(const iwarp::ConnParams& p) {
+  sh.peer.reset();
+  sh.state = SameHost::State::Off;
+  if (!p.same_host) {
+    if (sh.mine) same_host_end(nullptr); // offered, and the initiator did not ask after all
+    return give_up(this, "not agreed in the MPA exchange");
+  }
+  if (p.markers_tx || p.markers_rx) {
+    // Stream offsets are compared as counts of FPDU octets; markers make the two ends count
+    // them at different places (RFC 5044 §5.1), and uiwarp peers never need markers.
+    if (sh.mine) same_host_end(nullptr);
+    return give_up(this, "markers are on");
+  }
+  if (!p.initiator) {
+    if (!sh.mine) return give_up(this, "no offer was made");
+    sh.state = SameHost::State::Waiting;
+    return;
+  }
+  if (!p.peer_same_host) return give_up(this, "no offer came");
+  const iwarp::SameHostOffer& o = *p.peer_same_host;
+  if (!enabled()) return give_up(this, "UIWARP_SAME_HOST=off");
+  if (std::string why = samehost::mismatch(o, samehost::identity()); !why.empty())
+    return give_up(this, why);
+  std::string why = attach_peer(this, static_cast<pid_t>(o.pid), static_cast<int>(o.table_fd),
+                                samehost::to_nonce(o.nonce), o.slot);
+  if (!why.empty()) return give_up(this, why);
+  Context* c = ctx();
+  auto opened = c->same_host.open(pd_id, vqp.qp.qp_num);
+  if (!opened) return give_up(this, opened.error);
+  sh.mine = true;
+  sh.my_slot = opened.value->slot;
+  // The answer first, the probe last: the responder takes the answer once the probe is set.
+  sh.peer->reader().write_answer(sh.peer_slot, {static_cast<std::uint64_t>(::getpid()),
+                                                static_cast<std::uint64_t>(opened.value->table_fd),
+                                                opened.value->slot, opened.value->nonce, 0});
+  if (why = probe_peer(this); !why.empty()) {
+    same_host_end(nullptr);
+    return give_up(this, why);
+  }
+  c->same_host.watch(sh.my_slot, static_cast<pid_t>(o.pid));
+  sh.state = SameHost::State::On;
+  report_path(this, "same-host");
+}
+
+bool Qp::same_host_post(const iwarp::SendWr& w) {
+  const bool write = w.opcode == iwarp::WrOpcode::RdmaWrite;
+  if (!write && w.opcode != iwarp::WrOpcode::RdmaRead) return false;
+  if (sh.state == SameHost::State::Waiting && engine) finish_responder(this);
+  if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
+      engine->state() != iwarp::QpState::Rts || conn.peer_closed)
+    return false;
+  // Only behind nothing: every earlier WR complete, every octet sent and processed.
+  if (engine->sq_outstanding() != 0 || engine->completions_ready() != 0 || tx.piped != 0 ||
+      engine->tx_pending() || sh.peer->reader().consumed(sh.peer_slot) != engine->tx_framed()) {
+    drv.on_same_host(false);
+    return false;
+  }
+  iovec iov[iwarp::kMaxSge + 1];
+  std::size_t n = 0;
+  std::uint64_t total = 0;
+  if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
+  samehost::Reader& reader = sh.peer->reader();
+  const samehost::PinResult pin =
+      reader.pin(sh.peer_slot, w.remote_stag, sh.owner.pd, sh.owner.stream, w.remote_addr, total,
+                 write ? iwarp::access::kRemoteWrite : iwarp::access::kRemoteRead);
+  if (!pin) {
+    // Refused (an invalid STag, rights, bounds, a slot closed by the target): TCP carries it
+    // and the target answers with the exact Terminate.
+    drv.on_same_host(false);
+    return false;
+  }
+  const bool ok = copy_pinned(*sh.peer, pin.pin, write, iov, total);
+  reader.unpin(sh.peer_slot);
+  if (!ok) {
+    // A fault of the path itself (the target went, memory unmapped under the pin): this WR and
+    // every later one take TCP, which either carries them or reports the connection's end.
+    give_up(this, std::string(write ? "process_vm_writev" : "process_vm_readv") +
+                      " failed: TCP from here on");
+    drv.on_same_host(false);
+    return false;
+  }
+  drv.on_same_host(true);
+  if (w.signaled) {
+    const auto c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Success,
+                                           iwarp::completion_opcode(w.opcode),
+                                           static_cast<std::uint32_t>(total), false);
+    send_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
+  }
+  return true;
+}
+
+void Qp::same_host_end(const char* why) {
+  if (sh.mine) {
+    // Revokes the peer's pins through our slot and waits for one in progress to end: after
+    // this, no copy touches memory this QP's connection exposed.
+    ctx()->same_host.close(sh.my_slot);
+    sh.mine = false;
+  }
+  sh.peer.reset();
+  // What the connection had stays its path in `uiwarp conn show --closed`.
+  if (sh.state != SameHost::State::Off && why)
+    log::debug("same-host", endpoints() + ": path closed: " + why);
+  sh.state = SameHost::State::Off;
+}
+
+// ProviderOps::same_host_offer: rdma_accept of a connection whose Request asked for the path.
+bool same_host_offer(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept {
+  if (!out || !enabled()) return false;
+  Qp* qp = find_qp(qp_num);
+  if (!qp) return false;
+  bool ok = false;
+  {
+    std::lock_guard lock(qp->mu);
+    const samehost::Identity self = samehost::identity();
+    if (self.error.empty() && !qp->engine) {
+      if (qp->sh.mine) qp->same_host_end(nullptr); // an earlier offer for this QP
+      auto opened = qp->ctx()->same_host.open(qp->pd_id, qp_num);
+      if (opened) {
+        qp->sh.mine = true;
+        qp->sh.my_slot = opened.value->slot;
+        *out = iwarp::SameHostOffer{};
+        out->boot_id = self.boot_id;
+        out->pid_ns = self.pid_ns;
+        out->uid = self.uid;
+        out->pid = self.pid;
+        out->table_fd = static_cast<std::uint32_t>(opened.value->table_fd);
+        out->slot = opened.value->slot;
+        out->nonce = samehost::to_bytes(opened.value->nonce);
+        ok = true;
+      } else {
+        log::debug("same-host", "no offer: " + opened.error);
+      }
+    }
+  }
+  qp->unref();
+  return ok;
+}
+
+} // namespace uiwarp
