@@ -103,6 +103,20 @@ QpDrive::PostAction QpDrive::on_post(const Post& p, Ns now) {
   return a;
 }
 
+bool QpDrive::copy_now(std::size_t octets, Ns now, Ns send_cq_polled) const {
+  if (octets >= kCopyAlwaysOctets) return true;
+  const bool back_to_back = now - post_end_ < kBackToBackNs;
+  const bool in_loop =
+      send_cq_polled <= post_start_ && (in_burst_ || send_cq_polled > post_start_ - kPollSoonNs);
+  return !(back_to_back && in_loop);
+}
+
+void QpDrive::on_copied(Ns start, Ns end) {
+  in_burst_ = false;
+  post_start_ = start;
+  post_end_ = end;
+}
+
 void QpDrive::on_post_sent(Ns start, Ns end) {
   post_end_ = end;
   tx_cost_ += (std::min(end - start, kMaxTxCostNs) - tx_cost_) / 8; // about the last eight

@@ -50,9 +50,11 @@ const char* name(Driver d);
 namespace tuning {
 // Posting in a burst: TCP_NODELAY makes each sendmsg a segment of its own, so posts made back
 // to back go together in the next drive's one sendmsg when that drive is sure to come soon.
-inline constexpr Ns kBackToBackNs = 2'000;  // closer than this (or a post's own cost): a burst
-inline constexpr Ns kPollSoonNs = 50'000;   // a burst this soon after a poll: a poll loop
-inline constexpr Ns kFlushNs = 50'000;      // held posts go by then if no poll comes
+inline constexpr Ns kBackToBackNs = 2'000; // closer than this (or a post's own cost): a burst
+inline constexpr Ns kPollSoonNs = 50'000;  // a burst this soon after a poll: a poll loop
+inline constexpr Ns kFlushNs = 50'000;     // held posts go by then if no poll comes
+// A same-host Write or Read of this many octets or more is always copied (copy_now).
+inline constexpr std::size_t kCopyAlwaysOctets = 4096;
 inline constexpr Ns kMaxTxCostNs = 200'000; // one preempted sendmsg must not widen the window
 // Pollers' receive back-off: a poll that reads an empty socket costs a system call.
 inline constexpr Ns kEagerNs = 50'000;    // data this recent: read on every poll
@@ -185,6 +187,13 @@ public:
   Timer on_timer(Ns now, bool cq_armed);
 
   // ---- the same-host path (qp_same_host.cpp): a Write or Read copied, or left to TCP ----
+  // Whether a Write or Read of `octets` posted at `now` is copied at once, or is better left
+  // to TCP with the burst it belongs to: a copy is a system call per message, and a burst of
+  // small posts leaves in one sendmsg. Small messages posted back to back in a polling loop
+  // (the burst test of on_post) go faster over TCP; anything else is copied.
+  bool copy_now(std::size_t octets, Ns now, Ns send_cq_polled) const;
+  // A copy ran from `start` to `end`: a post, for the burst test of the next one.
+  void on_copied(Ns start, Ns end);
   void on_same_host(bool copied) { ++(copied ? c_.same_host : c_.same_host_tcp); }
 
   // ---- Read Responses: copy or by reference ----

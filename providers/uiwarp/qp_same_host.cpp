@@ -215,6 +215,11 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   std::size_t n = 0;
   std::uint64_t total = 0;
   if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
+  const drive::Ns start = mono_ns();
+  if (!drv.copy_now(total, start, send_cq()->drv.polled_at())) {
+    drv.on_same_host(false); // a burst of small posts: one sendmsg carries them
+    return false;
+  }
   samehost::Reader& reader = sh.peer->reader();
   const samehost::PinResult pin =
       reader.pin(sh.peer_slot, w.remote_stag, sh.owner.pd, sh.owner.stream, w.remote_addr, total,
@@ -236,6 +241,7 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     return false;
   }
   drv.on_same_host(true);
+  drv.on_copied(start, mono_ns());
   if (w.signaled) {
     const auto c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Success,
                                            iwarp::completion_opcode(w.opcode),

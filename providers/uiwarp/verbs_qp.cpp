@@ -348,18 +348,21 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad) noexcept {
   Qp* qp = to_qp(ibqp);
   std::lock_guard lock(qp->mu);
   int err = 0;
-  bool reads_only = true;
+  bool reads_only = true, all_copied = true;
   iwarp::SendWr w;
   for (; wr; wr = wr->next) {
+    bool copied = false;
     err = convert_send(qp, wr, w);
-    if (!err) err = submit_send(qp, w);
+    if (!err) err = submit_send(qp, w, &copied);
     if (err) break;
+    all_copied = all_copied && copied;
     reads_only = reads_only && w.opcode == iwarp::WrOpcode::RdmaRead;
   }
-  // Transmit from this thread (when the socket has room), or with the next drive.
+  // Transmit from this thread (when the socket has room), or with the next drive; nothing
+  // when the same-host path carried every one.
   if (err)
     qp->drive(Driver::Post, mono_ns());
-  else
+  else if (!all_copied)
     qp->drive_posted(reads_only);
   if (err && bad) *bad = wr;
   return err;

@@ -100,7 +100,7 @@ int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out) {
   return 0;
 }
 
-int submit_send(Qp* qp, const iwarp::SendWr& wr) {
+int submit_send(Qp* qp, const iwarp::SendWr& wr, bool* copied) {
   switch (qp->state) {
   case IBV_QPS_RTS:
   case IBV_QPS_SQD:
@@ -131,7 +131,10 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr) {
             "(uiwarpd's rfc7306 option); this connection did not");
     return EINVAL;
   }
-  if (qp->sh.state != Qp::SameHost::State::Off && qp->same_host_post(wr)) return 0;
+  if (qp->sh.state != Qp::SameHost::State::Off && qp->same_host_post(wr)) {
+    if (copied) *copied = true;
+    return 0;
+  }
   switch (qp->engine->post_send(wr)) {
   case iwarp::PostError::None: return 0;
   case iwarp::PostError::QueueFull: return ENOMEM;
@@ -189,16 +192,18 @@ int wr_complete(ibv_qp_ex* qpx) noexcept {
         (w.is_inline && (w.opcode == iwarp::WrOpcode::RdmaRead || is_atomic(w.opcode))))
       err = EINVAL;
   }
-  bool reads_only = true;
+  bool reads_only = true, all_copied = true;
   for (std::size_t i = 0; !err && i < qp->wr.batch.size(); ++i) {
-    err = submit_send(qp, qp->wr.batch[i]);
+    bool copied = false;
+    err = submit_send(qp, qp->wr.batch[i], &copied);
+    all_copied = all_copied && copied;
     reads_only = reads_only && qp->wr.batch[i].opcode == iwarp::WrOpcode::RdmaRead;
   }
   qp->wr.batch.clear();
-  // Transmit from this thread, or with the next drive.
+  // Transmit from this thread, or with the next drive; nothing when all were copied.
   if (err)
     qp->drive(Driver::Post, mono_ns());
-  else
+  else if (!all_copied)
     qp->drive_posted(reads_only);
   qp->mu.unlock();
   return err;

@@ -10,7 +10,8 @@ namespace uiwarp {
 // ibv_send_wr -> SendWr (0 or EINVAL); inline data is copied, SGEs are referenced.
 int convert_send(const Qp* qp, const ibv_send_wr* wr, iwarp::SendWr& out);
 // Queues one WR on the QP (qp->mu held): 0, EINVAL (QP state) or ENOMEM (queue full).
-int submit_send(Qp* qp, const iwarp::SendWr& wr);
+// *copied (if given) is set when the same-host path carried it: done, nothing queued.
+int submit_send(Qp* qp, const iwarp::SendWr& wr, bool* copied = nullptr);
 // A Bind of window `mw`, which must be of `type` and of the QP's PD `pd` (verbs_mw.cpp): 0 or
 // EINVAL (no such window, access flags a window cannot have, a length without a region, a
 // region of another device).

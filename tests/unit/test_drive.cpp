@@ -8,6 +8,7 @@
 #include "drive.hpp"
 
 #include <cstdint>
+#include <string>
 
 using namespace uiwarp::drive;
 using namespace uiwarp::drive::tuning;
@@ -307,4 +308,34 @@ TEST_CASE("drive: the counters add up and describe what happened", "[drive]") {
   const std::string s = total.describe();
   CHECK(s.find("posts 2 sent at once, 2 held (sent with a drive by arm 2)") == 0);
   CHECK(s.find("yields 0") != std::string::npos);
+}
+
+TEST_CASE("drive: the same-host path copies all but small posts back to back in a poll loop",
+          "[drive]") {
+  QpDrive d;
+  Ns t = kStart;
+  // A ping-pong polls between its posts: every small Write is copied.
+  for (int i = 0; i < 10; ++i) {
+    REQUIRE(d.copy_now(64, t, t - kUs));
+    d.on_copied(t, t + kUs);
+    t += 5 * kUs;
+  }
+  // A loop of small posts with no poll between: the first is copied, those that follow it back
+  // to back go with a burst over TCP.
+  const Ns polled = t;
+  t += kUs;
+  REQUIRE(d.copy_now(64, t, polled));
+  d.on_copied(t, t + kUs);
+  t += kUs + 100;
+  CHECK_FALSE(d.copy_now(64, t, polled));
+  // A large one is copied whatever came before: a system call per message costs it little.
+  CHECK(d.copy_now(kCopyAlwaysOctets, t, polled));
+  // A pause longer than back to back: copied again.
+  CHECK(d.copy_now(64, t + kBackToBackNs + kUs, polled));
+  d.on_same_host(true);
+  d.on_same_host(false);
+  CHECK(d.counters().same_host == 1);
+  CHECK(d.counters().same_host_tcp == 1);
+  CHECK(d.counters().describe().find("same-host Writes and Reads 1, left to TCP 1") !=
+        std::string::npos);
 }

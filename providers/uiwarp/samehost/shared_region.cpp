@@ -30,6 +30,7 @@ constexpr int kYields = 16; // sched_yield rounds before sleeping
 constexpr int kFirstNapNs = 50'000;
 constexpr int kLongestNapNs = 1'000'000;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+constexpr std::int64_t kAliveCheckNs = 1'000'000; // copy(): how long a look at the pidfd holds
 
 std::string describe(const std::string& step, int e) {
   char buf[128];
@@ -300,6 +301,7 @@ PeerRegion& PeerRegion::operator=(PeerRegion&& o) noexcept {
   reset();
   pid_ = std::exchange(o.pid_, 0);
   pidfd_ = std::exchange(o.pidfd_, -1);
+  alive_at_.store(o.alive_at_.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
   base_ = std::exchange(o.base_, nullptr);
   bytes_ = std::exchange(o.bytes_, 0);
   reader_ = std::exchange(o.reader_, Reader{}); // its pointers name the mapping, which stays
@@ -312,6 +314,7 @@ void PeerRegion::reset() noexcept {
   reader_ = Reader{};
   if (base_) ::munmap(base_, bytes_);
   if (pidfd_ >= 0) ::close(pidfd_);
+  alive_at_.store(0, std::memory_order_relaxed);
   pid_ = 0;
   pidfd_ = -1;
   base_ = nullptr;
@@ -328,8 +331,17 @@ bool PeerRegion::alive() const {
 // the unpin and the target's drain order it (iwarp/dma.hpp). process_vm_writev and
 // process_vm_readv take the same arguments.
 ssize_t PeerRegion::copy(VmCopy op, const Pin& pin, std::span<const iovec> local) const {
-  // Narrows the window in which the pid could name another process to this one call.
-  if (!alive()) return -ESRCH;
+  // The pid must still name the target. Its pidfd says so at the cost of a system call, as
+  // much as a small copy itself; a pid is given to another process only after the kernel has
+  // handed out every other one (it allocates them cyclically up to pid_max, 4194304 by
+  // default), which no machine does within kAliveCheckNs of the target's exit.
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch())
+                               .count();
+  if (now - alive_at_.load(std::memory_order_relaxed) >= kAliveCheckNs) {
+    if (!alive()) return -ESRCH;
+    alive_at_.store(now, std::memory_order_relaxed);
+  }
   const iovec remote{reinterpret_cast<void*>(pin.host), pin.length};
   iwarp::DmaScope dma;
   const ssize_t n = op(pid_, local.data(), local.size(), &remote, 1, 0);

@@ -11,6 +11,7 @@
 
 #include "samehost/stag_share.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -111,7 +112,7 @@ public:
   // call: the octets copied, or -errno. Fewer octets than asked is a failure too (part of the
   // range unmapped, or more local octets than the pin covers): the caller takes the TCP path.
   // -ESRCH once the target has exited: process_vm_* names it by pid, which another process
-  // may get after it is reaped.
+  // may get after it is reaped. (Checked once a millisecond, not per call: see copy().)
   ssize_t write(const Pin& pin, std::span<const iovec> local) const;
   ssize_t read(const Pin& pin, std::span<const iovec> local) const;
   // The set-up's probe: writes `value` into the probe word of `slot`'s answer with
@@ -128,6 +129,8 @@ private:
 
   pid_t pid_ = 0;
   int pidfd_ = -1;
+  // When alive() last said yes (steady clock, ns): copy() asks again after kAliveCheckNs.
+  mutable std::atomic<std::int64_t> alive_at_{0};
   std::byte* base_ = nullptr;
   std::size_t bytes_ = 0;
   Reader reader_;
