@@ -196,34 +196,6 @@ std::vector<std::byte> MpaFrame::encode() const {
   return out;
 }
 
-void SameHostOffer::encode(std::byte* out) const {
-  std::memcpy(out, magic.data(), magic.size());
-  out[4] = std::byte(version);
-  out[5] = out[6] = out[7] = std::byte{0};
-  std::memcpy(out + 8, boot_id.data(), boot_id.size());
-  store_be64(out + 24, pid_ns);
-  store_be32(out + 32, uid);
-  store_be32(out + 36, pid);
-  store_be32(out + 40, table_fd);
-  store_be32(out + 44, slot);
-  std::memcpy(out + 48, nonce.data(), nonce.size());
-  static_assert(48 + sizeof(SameHostOffer::nonce) == kSameHostOfferLen);
-}
-
-SameHostOffer SameHostOffer::decode(const std::byte* in) {
-  SameHostOffer o;
-  std::memcpy(o.magic.data(), in, o.magic.size());
-  o.version = static_cast<std::uint8_t>(u8(in[4]));
-  std::memcpy(o.boot_id.data(), in + 8, o.boot_id.size());
-  o.pid_ns = load_be64(in + 24);
-  o.uid = load_be32(in + 32);
-  o.pid = load_be32(in + 36);
-  o.table_fd = load_be32(in + 40);
-  o.slot = load_be32(in + 44);
-  std::memcpy(o.nonce.data(), in + 48, o.nonce.size());
-  return o;
-}
-
 // ---- DDP / RDMAP ----------------------------------------------------------------
 
 void DdpHeader::encode(std::byte* out) const {

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -194,6 +195,7 @@ struct MpaEnhanced {
 // | boot id (16) | pid namespace id (8) | uid (4) | pid (4) | table fd (4) | slot (4) |
 // nonce (16). Decoding never fails; the startup machine checks magic and version.
 inline constexpr std::size_t kSameHostOfferLen = 64;
+static_assert(48 + 16 == kSameHostOfferLen); // the nonce ends the offer
 inline constexpr std::array<std::byte, 4> kSameHostMagic = {std::byte{'U'}, std::byte{'W'},
                                                             std::byte{'S'}, std::byte{'H'}};
 inline constexpr std::uint8_t kSameHostVersion = 1;
@@ -210,8 +212,33 @@ struct SameHostOffer {
   std::array<std::byte, 16> nonce{};
 
   bool valid() const { return magic == kSameHostMagic && version == kSameHostVersion; }
-  void encode(std::byte* out) const; // writes kSameHostOfferLen octets, reserved ones zero
-  static SameHostOffer decode(const std::byte* in); // reserved octets ignored
+  // Inline: uiwarpd's protocol carries offers, and the shim that speaks it is built without the
+  // sanitizers the rest may have, so it must not link the compiled core for them.
+  void encode(std::byte* out) const { // writes kSameHostOfferLen octets, reserved ones zero
+    std::memcpy(out, magic.data(), magic.size());
+    out[4] = std::byte(version);
+    out[5] = out[6] = out[7] = std::byte{0};
+    std::memcpy(out + 8, boot_id.data(), boot_id.size());
+    store_be64(out + 24, pid_ns);
+    store_be32(out + 32, uid);
+    store_be32(out + 36, pid);
+    store_be32(out + 40, table_fd);
+    store_be32(out + 44, slot);
+    std::memcpy(out + 48, nonce.data(), nonce.size());
+  }
+  static SameHostOffer decode(const std::byte* in) { // reserved octets ignored
+    SameHostOffer o;
+    std::memcpy(o.magic.data(), in, o.magic.size());
+    o.version = std::to_integer<std::uint8_t>(in[4]);
+    std::memcpy(o.boot_id.data(), in + 8, o.boot_id.size());
+    o.pid_ns = load_be64(in + 24);
+    o.uid = load_be32(in + 32);
+    o.pid = load_be32(in + 36);
+    o.table_fd = load_be32(in + 40);
+    o.slot = load_be32(in + 44);
+    std::memcpy(o.nonce.data(), in + 48, o.nonce.size());
+    return o;
+  }
   friend bool operator==(const SameHostOffer&, const SameHostOffer&) = default;
 };
 
