@@ -115,6 +115,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     }
   }
   qp->drive(Driver::Post, mono_ns()); // the RTR, if P2P (RFC 6581 §9.2), and those Sends
+  qp->same_host_started();
   return 0;
 }
 

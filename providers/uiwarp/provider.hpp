@@ -270,6 +270,7 @@ struct Qp {
     std::optional<samehost::PeerRegion> peer; // the peer's table, once attached
     std::uint32_t peer_slot = 0;              // our slot in it
     samehost::Reader::Owner owner;            // the peer's end: the pins' PD and stream
+    std::uint64_t rtr_octets = 0;             // what attach() sent first: the RFC 6581 RTR, if any
   } sh;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
@@ -359,6 +360,8 @@ struct Qp {
   // The same-host path (qp_same_host.cpp), with `mu` held. At attach: take it (initiator) or
   // wait for the initiator's answer (responder), as `p` negotiated.
   void same_host_attach(const iwarp::ConnParams& p);
+  // After attach() sent what a connection starts with (the RTR in peer-to-peer mode).
+  void same_host_started();
   // An RDMA Write or Read posted: true if it was copied and completed here; false, and the
   // caller posts it to the engine, whenever TCP must carry it (also to get its exact error).
   bool same_host_post(const iwarp::SendWr& w);

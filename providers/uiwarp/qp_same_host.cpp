@@ -157,6 +157,7 @@ bool copy_pinned(const PeerRegion& peer, samehost::Pin pin, bool write, const io
 void Qp::same_host_attach(const iwarp::ConnParams& p) {
   sh.peer.reset();
   sh.state = SameHost::State::Off;
+  sh.rtr_octets = 0;
   if (!p.same_host) {
     if (sh.mine) same_host_end(nullptr); // offered, and the initiator did not ask after all
     return give_up(this, "not agreed in the MPA exchange");
@@ -198,6 +199,16 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   report_path(this, "same-host");
 }
 
+void Qp::same_host_started() {
+  // Only the RTR can have gone (IB-style connect, whose early Sends go here too, never takes the
+  // path): a copy need not wait until the target has processed it, as it places nothing. Else a
+  // program that posts Reads at once, ORD deep and never letting the queue drain (ib_read_bw),
+  // would start them behind the RTR over TCP and keep them there.
+  if (sh.state != SameHost::State::Off && engine && !engine->tx_pending() && tx.piped == 0 &&
+      engine->sq_outstanding() == 0)
+    sh.rtr_octets = engine->tx_framed();
+}
+
 bool Qp::same_host_post(const iwarp::SendWr& w) {
   const bool write = w.opcode == iwarp::WrOpcode::RdmaWrite;
   if (!write && w.opcode != iwarp::WrOpcode::RdmaRead) return false;
@@ -205,9 +216,12 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
       engine->state() != iwarp::QpState::Rts || conn.peer_closed)
     return false;
-  // Only behind nothing: every earlier WR complete, every octet sent and processed.
+  // Only behind nothing: every earlier WR complete, every octet sent and processed (the RTR
+  // alone excepted: same_host_started).
+  const std::uint64_t framed = engine->tx_framed();
   if (engine->sq_outstanding() != 0 || engine->completions_ready() != 0 || tx.piped != 0 ||
-      engine->tx_pending() || sh.peer->reader().consumed(sh.peer_slot) != engine->tx_framed()) {
+      engine->tx_pending() ||
+      (sh.peer->reader().consumed(sh.peer_slot) != framed && framed != sh.rtr_octets)) {
     drv.on_same_host(false);
     return false;
   }
@@ -227,6 +241,14 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   if (!pin) {
     // Refused (an invalid STag, rights, bounds, a slot closed by the target): TCP carries it
     // and the target answers with the exact Terminate.
+    drv.on_same_host(false);
+    return false;
+  }
+  if (reader.epoch(sh.peer_slot) != sh.owner.epoch) {
+    // The target closed our slot and gave it to another connection: ours is over there, and
+    // TCP says so.
+    reader.unpin(sh.peer_slot);
+    give_up(this, "the peer ended the connection");
     drv.on_same_host(false);
     return false;
   }

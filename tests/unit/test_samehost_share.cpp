@@ -490,3 +490,23 @@ TEST_CASE("samehost: every reason has a name of its own", "[samehost]") {
     CHECK(names.insert(std::string(n)).second);
   }
 }
+
+TEST_CASE("samehost: a reopened slot has a new epoch, which a pin of the old connection sees",
+          "[samehost]") {
+  Table t;
+  REQUIRE(t.pub.publish(region(stag_of(7, 0x9a))));
+  const std::uint32_t slot = t.open();
+  const std::uint64_t first = t.reader.owner(slot).epoch;
+  t.pub.close_slot(slot);
+  t.pub.release_slot(slot);
+  // Round robin: the other slots go first, then this one again.
+  std::optional<std::uint32_t> again;
+  for (std::uint32_t i = 0; i < t.pub.layout().slots && (!again || *again != slot); ++i)
+    again = t.pub.open_slot();
+  REQUIRE(again);
+  REQUIRE(*again == slot);
+  // A peer of the first connection pins through it (the slot is open): the epoch tells it apart.
+  REQUIRE(t.write(slot, stag_of(7, 0x9a)));
+  CHECK(t.reader.epoch(slot) != first);
+  CHECK(t.reader.epoch(slot) == t.reader.owner(slot).epoch);
+}

@@ -152,7 +152,8 @@ std::optional<std::uint32_t> Publisher::open_slot() {
       w.store(0, std::memory_order_relaxed);
     s.owner.store(0, std::memory_order_relaxed);
     s.consumed.store(0, std::memory_order_relaxed);
-    s.holder.store(0, std::memory_order_release); // the cleared answer before the slot opens
+    s.epoch.fetch_add(1, std::memory_order_relaxed); // published by the holder's release
+    s.holder.store(0, std::memory_order_release);    // the cleared answer before the slot opens
     next_slot_ = (i + 1) % layout_.slots;
     return i;
   }
@@ -279,7 +280,13 @@ void Reader::write_answer(std::uint32_t slot, const SlotAnswer& a) {
 Reader::Owner Reader::owner(std::uint32_t slot) const {
   if (!slots_ || slot >= layout_.slots) return {};
   const std::uint64_t o = slots_[slot].owner.load(std::memory_order_acquire);
-  return {static_cast<std::uint32_t>(o >> 32), static_cast<std::uint32_t>(o)};
+  return {static_cast<std::uint32_t>(o >> 32), static_cast<std::uint32_t>(o),
+          slots_[slot].epoch.load(std::memory_order_acquire)};
+}
+
+std::uint64_t Reader::epoch(std::uint32_t slot) const {
+  if (!slots_ || slot >= layout_.slots) return 0;
+  return slots_[slot].epoch.load(std::memory_order_acquire);
 }
 
 std::uint64_t Reader::consumed(std::uint32_t slot) const {

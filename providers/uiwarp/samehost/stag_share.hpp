@@ -61,12 +61,13 @@ struct Entry {
 // (with the pin bits still set until that pin is dropped). owner: the target's end of the
 // connection, pd << 32 | stream (the QP number), which pins through the slot must name.
 // consumed: the target's count of stream octets it has processed to the end of an FPDU,
-// which the peer compares with what it sent over TCP before a copy may pass it. answer: the
-// peer's words from connection set-up (SlotAnswer), on a cache line of their own.
+// which the peer compares with what it sent over TCP before a copy may pass it. epoch: bumped
+// each time the slot opens, so a peer of an earlier connection through it can tell. answer:
+// the peer's words from connection set-up (SlotAnswer), on a cache line of their own.
 struct Slot {
   Word holder;
-  Word owner, consumed;
-  Word reserved[5];
+  Word owner, consumed, epoch;
+  Word reserved[4];
   Word answer[8];
 };
 
@@ -223,11 +224,16 @@ public:
   // Writes the answer's words. The handshake writes them with probe 0, then the probe itself
   // with process_vm_writev (PeerRegion::probe): the target takes the answer once it is set.
   void write_answer(std::uint32_t slot, const SlotAnswer& a);
-  // The target's end of the slot's connection: {pd, stream}.
+  // The target's end of the slot's connection: {pd, stream}, and the slot's epoch then.
   struct Owner {
     std::uint32_t pd = 0, stream = 0;
+    std::uint64_t epoch = 0;
   };
   Owner owner(std::uint32_t slot) const;
+  // The slot's epoch now. Read while holding a pin, it cannot change (the slot reopens only
+  // once no pin is held): a value other than Owner::epoch means the pin is through a later
+  // connection's slot, and must be dropped.
+  std::uint64_t epoch(std::uint32_t slot) const;
   std::uint64_t consumed(std::uint32_t slot) const;
   // The target's address of the octet at `offset` in the table, and the probe word's offset.
   std::uint64_t target_address(std::size_t offset) const;
