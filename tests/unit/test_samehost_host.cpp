@@ -13,7 +13,9 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -191,4 +193,52 @@ TEST_CASE("samehost host: an offer qualifies only from this host, user and pid n
   CHECK(mismatch(other, self) == "the peer runs as another user");
   const Nonce n{0x0102030405060708, 0x1112131415161718};
   CHECK(to_nonce(to_bytes(n)) == n);
+}
+
+TEST_CASE("samehost host: closing a slot whose peer was killed holding a pin returns, unwatched",
+          "[samehost]") {
+  // The responder of a connection watches its peer only when it posts a Write or Read of its
+  // own; a peer killed in a copy must not hold the connection's end forever either way.
+  Fixture f;
+  auto o = f.host.open(kPd, kStream);
+  REQUIRE(o);
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  int up[2];
+  REQUIRE(::pipe(up) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) { // the peer: attach, answer, probe, pin, then wait to be killed
+    auto r = PeerRegion::attach(::getppid(), o.value->table_fd, o.value->nonce);
+    char note = 'F';
+    if (r) {
+      r.value->reader().write_answer(o.value->slot,
+                                     {static_cast<std::uint64_t>(::getpid()), 0, 0, {}, 0});
+      const bool probed = r.value->probe(o.value->slot, 1) == 0;
+      const PinResult p = r.value->reader().pin(o.value->slot, stag, kPd, kStream,
+                                                reinterpret_cast<std::uintptr_t>(f.buf.data()), 16,
+                                                acc::kRemoteWrite);
+      note = !probed ? 'S' : p ? 'P' : 'F';
+    } else if (r.errnum == EPERM) {
+      note = 'S';
+    }
+    if (::write(up[1], &note, 1) != 1) _exit(1);
+    for (;;)
+      ::pause();
+  }
+  char note = 0;
+  REQUIRE(::read(up[0], &note, 1) == 1);
+  if (note == 'S') {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    WARN("pidfd_getfd or process_vm_writev refused here");
+    return;
+  }
+  REQUIRE(note == 'P');
+  ::kill(child, SIGKILL); // dies holding the pin; not reaped yet (a zombie) while close waits
+  const auto t0 = std::chrono::steady_clock::now();
+  f.host.close(o.value->slot);
+  CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  ::waitpid(child, nullptr, 0);
+  ::close(up[0]);
+  ::close(up[1]);
 }

@@ -123,6 +123,11 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
 void Host::close(std::uint32_t slot) {
   std::lock_guard lock(mu_);
   if (!region_ || inherited_locked()) return;
+  // The peer wrote its pid into the slot before its first pin: watch it now if nobody did (a
+  // responder that never posted a Write or Read), so that a peer killed while it held a pin
+  // cannot hold this drain forever.
+  if (const SlotAnswer a = region_->publisher().answer(slot); a.probe != 0 && a.pid != 0)
+    region_->watch_peer(slot, static_cast<pid_t>(a.pid));
   const SlotTicket t = region_->publisher().close_slot(slot);
   region_->wait_drained(t);
   region_->unwatch_peer(slot);
