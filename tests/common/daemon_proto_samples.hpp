@@ -6,6 +6,7 @@
 // Header-only, on the contracts library's public API alone.
 #pragma once
 
+#include "same_host_samples.hpp"
 #include "uiwarp/daemon_proto.hpp"
 
 #include <arpa/inet.h>
@@ -35,21 +36,6 @@ inline sockaddr_storage v6(const char* ip, std::uint16_t port) {
   in->sin6_port = htons(port);
   ::inet_pton(AF_INET6, ip, &in->sin6_addr);
   return s;
-}
-
-// A same-host offer with every field away from its default (magic and version stay valid).
-inline iwarp::SameHostOffer sample_offer() {
-  iwarp::SameHostOffer o;
-  for (std::size_t i = 0; i < o.boot_id.size(); ++i)
-    o.boot_id[i] = std::byte(0xb0 + i);
-  o.pid_ns = 0x0102030405060708;
-  o.uid = 1000;
-  o.pid = 4242;
-  o.table_fd = 17;
-  o.slot = 3;
-  for (std::size_t i = 0; i < o.nonce.size(); ++i)
-    o.nonce[i] = std::byte(0xe0 + i);
-  return o;
 }
 
 // Negotiated parameters with every field away from its default.

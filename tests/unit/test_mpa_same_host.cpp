@@ -6,6 +6,7 @@
 #include "catch_compat.hpp"
 #include "iwarp/conn_params.hpp"
 #include "mpa_harness.hpp"
+#include "same_host_samples.hpp"
 
 using namespace mpat;
 
@@ -14,19 +15,7 @@ namespace {
 constexpr std::uint8_t kSh = kMpaFlagSameHost;
 constexpr std::uint8_t kMk = kMpaFlagUiwarpReply; // a uiwarp responder's answer, not an echo
 
-SameHostOffer sample_offer() {
-  SameHostOffer o;
-  for (std::size_t i = 0; i < o.boot_id.size(); ++i)
-    o.boot_id[i] = std::byte(0xb0 + i);
-  o.pid_ns = 0xeffff001;
-  o.uid = 1000;
-  o.pid = 4242;
-  o.table_fd = 7;
-  o.slot = 3;
-  for (std::size_t i = 0; i < o.nonce.size(); ++i)
-    o.nonce[i] = std::byte(0x50 + i);
-  return o;
-}
+using uiwarp::test::sample_offer;
 
 Bytes offer_bytes(const SameHostOffer& o) {
   Bytes b(kSameHostOfferLen);

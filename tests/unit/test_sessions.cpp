@@ -5,6 +5,7 @@
 // Reply and the hand-over of the socket, and how a session ends when something goes away or
 // takes too long (sessions_harness.hpp). The active side: test_sessions_active.cpp.
 #include "catch_compat.hpp"
+#include "same_host_samples.hpp"
 #include "sessions_harness.hpp"
 
 using namespace sesst;
@@ -467,20 +468,6 @@ TEST_CASE("uiwarpd sessions: MPA policy overrides of a listener, per device on a
 
 namespace {
 
-iwarp::SameHostOffer sample_offer() {
-  iwarp::SameHostOffer o;
-  for (std::size_t i = 0; i < o.boot_id.size(); ++i)
-    o.boot_id[i] = std::byte(0x10 + i);
-  o.pid_ns = 0xeffff001;
-  o.uid = 1000;
-  o.pid = 4242;
-  o.table_fd = 9;
-  o.slot = 5;
-  for (std::size_t i = 0; i < o.nonce.size(); ++i)
-    o.nonce[i] = std::byte(0x70 + i);
-  return o;
-}
-
 MpaPolicy with_same_host(bool on) {
   MpaPolicy p;
   p.same_host = on;
@@ -492,7 +479,7 @@ MpaPolicy with_same_host(bool on) {
 TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an offer is wanted, "
           "Accept's offer goes into the Reply",
           "[sessions][same-host]") {
-  const iwarp::SameHostOffer offer = sample_offer();
+  const iwarp::SameHostOffer offer = uiwarp::test::sample_offer();
   SECTION("the Request asks and the policy answers: the offer's octets end the Reply") {
     Daemon d(policy(with_same_host(true)));
     d.listen();
