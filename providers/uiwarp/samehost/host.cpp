@@ -144,10 +144,11 @@ void Host::set_consumed(std::uint32_t slot, std::uint64_t octets) {
   if (Publisher* p = fast_pub_.load(std::memory_order_acquire)) p->set_consumed(slot, octets);
 }
 
-SlotAnswer Host::answer(std::uint32_t slot) {
-  std::lock_guard lock(mu_);
-  if (!region_ || inherited_locked()) return {};
-  return region_->publisher().answer(slot);
+SlotAnswer Host::answer(std::uint32_t slot) const {
+  // Without mu_, as set_consumed: a waiting responder asks at each Write or Read it posts, and
+  // the answer's words are atomics of the slot's own.
+  if (const Publisher* p = fast_pub_.load(std::memory_order_acquire)) return p->answer(slot);
+  return {};
 }
 
 void Host::published(const iwarp::MemoryRegion& r) {

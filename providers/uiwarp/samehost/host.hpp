@@ -63,8 +63,8 @@ public:
   int watch(std::uint32_t slot, pid_t pid);
   // How far this end has processed the stream of `slot`'s connection (lock-free).
   void set_consumed(std::uint32_t slot, std::uint64_t octets);
-  // The peer's answer in `slot` (probe 0: none yet).
-  SlotAnswer answer(std::uint32_t slot);
+  // The peer's answer in `slot` (probe 0: none yet), lock-free.
+  SlotAnswer answer(std::uint32_t slot) const;
 
 private:
   void published(const iwarp::MemoryRegion& r) override;
@@ -78,7 +78,7 @@ private:
   std::mutex mu_;      // region_; taken inside the MemoryTable's lock by the observer calls
   std::optional<PublishedRegion> region_;
   pid_t owner_ = 0;                           // the process that made region_
-  std::atomic<Publisher*> fast_pub_{nullptr}; // set_consumed without mu_
+  std::atomic<Publisher*> fast_pub_{nullptr}; // set_consumed and answer without mu_
 };
 
 } // namespace uiwarp::samehost
