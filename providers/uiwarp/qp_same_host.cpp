@@ -78,6 +78,7 @@ std::string attach_peer(Qp* qp, pid_t pid, int table_fd, samehost::Nonce nonce,
 std::string probe_peer(Qp* qp) {
   Qp::SameHost& sh = qp->sh;
   sh.owner = sh.peer->reader().owner(sh.peer_slot);
+  sh.forks = samehost::fork_generation();
   if (int e = sh.peer->probe(sh.peer_slot, qp->vqp.qp.qp_num | 1ull << 32); e < 0)
     return errno_text("process_vm_writev", -e);
   return {};
@@ -216,6 +217,12 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
       engine->state() != iwarp::QpState::Rts || conn.peer_closed)
     return false;
+  if (sh.forks != samehost::fork_generation()) {
+    // A child of fork() posting on its parent's QP: the pins and the peer's watch are the
+    // parent's, so the child never copies (its copy of the mapping goes, nothing else).
+    give_up(this, "posted in a child of the process that connected");
+    return false;
+  }
   // Only behind nothing: every earlier WR complete, every octet sent and processed (the RTR
   // alone excepted: same_host_started).
   const std::uint64_t framed = engine->tx_framed();

@@ -242,3 +242,32 @@ TEST_CASE("samehost host: closing a slot whose peer was killed holding a pin ret
   ::close(up[0]);
   ::close(up[1]);
 }
+
+TEST_CASE("samehost host: a child of fork() writes nothing into its parent's table",
+          "[samehost]") {
+  // The child has the parent's table mapped (MAP_SHARED): a QP it inherited and drives must not
+  // move the parent's connection's consumed word, nor read the parent's answers as its own.
+  Fixture f;
+  if (!f.attach()) return;
+  f.host.set_consumed(f.slot, 1000);
+  f.peer->reader().write_answer(f.slot, {static_cast<std::uint64_t>(::getpid()), 3, 0, {}, 9});
+  const std::uint32_t before = fork_generation();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    f.host.set_consumed(f.slot, 2000);
+    const bool counted = fork_generation() == before + 1;
+    const bool no_answer = f.host.answer(f.slot).probe == 0;
+    f.host.close(f.slot); // the parent's slot: a child neither closes it nor waits on it
+    _exit(counted && no_answer ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(fork_generation() == before);
+  CHECK(f.peer->reader().consumed(f.slot) == 1000);
+  CHECK(f.host.answer(f.slot).probe == 9);
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  CHECK(f.pin(stag, f.va(0), 16) == Refusal::None);
+}

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -27,7 +28,20 @@ bool parse_uuid(const char* s, std::array<std::byte, 16>& out) {
   return n == 32;
 }
 
+std::atomic<std::uint32_t> g_forks{0};
+
 } // namespace
+
+std::uint32_t fork_generation() {
+  // Registered by the first call, which comes before anything is made that a child must not
+  // touch (a table, a peer's mapping): so every fork() after it counts.
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  return g_forks.load(std::memory_order_relaxed);
+}
 
 Identity identity() {
   Identity id;
@@ -80,7 +94,7 @@ Host::~Host() {
 }
 
 bool Host::inherited_locked() {
-  if (!region_ || owner_ == ::getpid()) return false;
+  if (!region_ || generation_ == fork_generation()) return false;
   // The mapping and descriptor are this child's copies: dropping them touches nothing of the
   // parent's table.
   fast_pub_.store(nullptr, std::memory_order_release);
@@ -103,7 +117,7 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
         return out;
       }
       region_.emplace(std::move(*r.value));
-      owner_ = ::getpid();
+      generation_ = fork_generation();
       fast_pub_.store(&region_->publisher(), std::memory_order_release);
       made_now = true;
     }
@@ -139,15 +153,23 @@ int Host::watch(std::uint32_t slot, pid_t pid) {
   return region_->watch_peer(slot, pid);
 }
 
+Publisher* Host::publisher_here() const {
+  // generation_ was written before fast_pub_'s release store; after a fork() the mapping is
+  // still the parent's table (MAP_SHARED), so the child reads nothing from it and writes
+  // nothing into it.
+  Publisher* p = fast_pub_.load(std::memory_order_acquire);
+  return p && generation_ == fork_generation() ? p : nullptr;
+}
+
 void Host::set_consumed(std::uint32_t slot, std::uint64_t octets) {
   // The Publisher's slot words are atomics; this one has a single writer, the slot's QP.
-  if (Publisher* p = fast_pub_.load(std::memory_order_acquire)) p->set_consumed(slot, octets);
+  if (Publisher* p = publisher_here()) p->set_consumed(slot, octets);
 }
 
 SlotAnswer Host::answer(std::uint32_t slot) const {
   // Without mu_, as set_consumed: a waiting responder asks at each Write or Read it posts, and
   // the answer's words are atomics of the slot's own.
-  if (const Publisher* p = fast_pub_.load(std::memory_order_acquire)) return p->answer(slot);
+  if (const Publisher* p = publisher_here()) return p->answer(slot);
   return {};
 }
 

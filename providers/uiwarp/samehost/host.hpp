@@ -38,6 +38,12 @@ Identity identity();
 std::array<std::byte, 16> to_bytes(Nonce n);
 Nonce to_nonce(const std::array<std::byte, 16>& b);
 
+// How many fork()s this process is from the one where the count started (a pthread_atfork
+// child handler adds one, before the child runs anything else). A table or a peer's mapping
+// made at another count is the parent's: a child must not write there. One relaxed load, for
+// the post path.
+std::uint32_t fork_generation();
+
 // Why `offer` does not qualify for a peer that is `self`, or "" when it does.
 std::string mismatch(const iwarp::SameHostOffer& offer, const Identity& self);
 
@@ -72,12 +78,14 @@ private:
   // A child of fork() has its parent's table mapped: it must never write there. Drops it
   // (mu_ held) so that the child makes its own if it needs one.
   bool inherited_locked();
+  // The lock-free readers' view of the same question.
+  Publisher* publisher_here() const;
 
   iwarp::MemoryTable& mem_;
   std::mutex init_mu_; // open()'s first call: makes the table, then observes mem_
   std::mutex mu_;      // region_; taken inside the MemoryTable's lock by the observer calls
   std::optional<PublishedRegion> region_;
-  pid_t owner_ = 0;                           // the process that made region_
+  std::uint32_t generation_ = 0;              // fork_generation() when region_ was made
   std::atomic<Publisher*> fast_pub_{nullptr}; // set_consumed and answer without mu_
 };
 
