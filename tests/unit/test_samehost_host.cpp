@@ -243,8 +243,7 @@ TEST_CASE("samehost host: closing a slot whose peer was killed holding a pin ret
   ::close(up[1]);
 }
 
-TEST_CASE("samehost host: a child of fork() writes nothing into its parent's table",
-          "[samehost]") {
+TEST_CASE("samehost host: a child of fork() writes nothing into its parent's table", "[samehost]") {
   // The child has the parent's table mapped (MAP_SHARED): a QP it inherited and drives must not
   // move the parent's connection's consumed word, nor read the parent's answers as its own.
   Fixture f;
