@@ -4,7 +4,8 @@
 // (one header, catch2/catch.hpp, whose main CATCH_CONFIG_MAIN generates), Debian 13 and sid
 // have Catch2 3 (catch2/catch_all.hpp and a compiled library, whose main is Catch::Session).
 // The tests use what both offer: TEST_CASE, SECTION, REQUIRE/CHECK, STATIC_REQUIRE, INFO and
-// GENERATE with its generators. A file that defines UIWARP_CATCH_MAIN first gets main().
+// GENERATE with its generators. Defining UIWARP_CATCH_MAIN first gives main(): only
+// common/catch_main.cpp does, compiled once per tree into uiwarp-catch-main.
 #pragma once
 
 #if __has_include(<catch2/catch_all.hpp>)

@@ -6,7 +6,6 @@
 // rdma_resolve_addr bind an unbound id first, and conflicts between ids follow cma_check_port
 // and cma_bind_listen. qperf's server, for one, binds port 0, reads rdma_get_src_port and
 // sends the port to its client before it listens.
-#define UIWARP_CATCH_MAIN
 #include "catch_compat.hpp"
 
 #include <arpa/inet.h>

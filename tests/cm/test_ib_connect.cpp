@@ -6,7 +6,6 @@
 // which must end in an error (ERR, flushed work requests, IBV_EVENT_QP_FATAL) or a refused
 // modify, never a hang. tests/cm/CMakeLists.txt runs it with a short startup timeout and
 // UIWARP_IB_CONNECT_TIMEOUT_MS, so that a peer that never comes is given up in seconds.
-#define UIWARP_CATCH_MAIN
 #include "catch_compat.hpp"
 
 #include <cerrno>

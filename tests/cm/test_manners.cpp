@@ -8,7 +8,6 @@
 //    hands it none;
 //  - daemon(3) before the first verb, and RLIMIT_NOFILE at 64 (a clear EMFILE when the
 //    program has used them all, and verbs that work again once it closes some).
-#define UIWARP_CATCH_MAIN
 #include "connected_pair.hpp"
 
 #include <climits>

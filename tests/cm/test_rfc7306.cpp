@@ -6,7 +6,6 @@
 // Tag [negotiated] runs under uiwarpd's default policy; tag [refused] under `rfc7306 = off`
 // (UIWARPD_CONFIG, tests/cm/CMakeLists.txt), where each of them must fail at post time, name the
 // cause, and leave the connection working.
-#define UIWARP_CATCH_MAIN
 #include "connected_pair.hpp"
 
 #include <algorithm>

@@ -6,7 +6,6 @@
 // window's rkey within its range and rights, and gets a remote access error outside them, after
 // IBV_WR_LOCAL_INV, or after its own Send with Invalidate; the region stays registered while a
 // window exposes it.
-#define UIWARP_CATCH_MAIN
 #include "connected_pair.hpp"
 
 using namespace dp;
