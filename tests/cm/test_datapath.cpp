@@ -8,9 +8,8 @@
 // happens in the polling thread first, with the progress thread for whatever no thread drives: each
 // case must see every completion exactly once, in order, and never hang.
 //
-// `uiwarp-datapath-tests read-target` is the peer of the last case, a process of its own
-// (killed with SIGKILL): it accepts one connection and prints its buffer's address and rkey.
-#define CATCH_CONFIG_RUNNER
+// The peer of the last case is a program of its own, uiwarp-datapath-read-target
+// (read_target.cpp), beside this one: it is killed with SIGKILL.
 #include "connected_pair.hpp"
 
 #include <algorithm>
@@ -373,47 +372,6 @@ TEST_CASE("a Read responder whose CQs nobody polls: a poll of another CQ answers
   CHECK(ibv_destroy_cq(spare) == 0);
 }
 
-namespace {
-
-// The peer of the ORD case: accept, print "ADDR RKEY", then wait to be killed.
-int read_target(const char* port) {
-  rdma_event_channel* ch = rdma_create_event_channel();
-  rdma_cm_id* listen = nullptr;
-  if (!ch || rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP)) return 2;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(port)));
-  if (rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(listen, 1)) return 3;
-  std::printf("LISTENING\n");
-  std::fflush(stdout);
-  rdma_cm_event* e = nullptr;
-  if (rdma_get_cm_event(ch, &e) || e->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 4;
-  rdma_cm_id* id = e->id;
-  rdma_ack_cm_event(e);
-  ibv_pd* pd = ibv_alloc_pd(id->verbs);
-  ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
-  static std::vector<char> buf(16 << 20, 'r');
-  ibv_mr* mr =
-      ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-  ibv_qp_init_attr qa{};
-  qa.send_cq = qa.recv_cq = cq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  if (!mr || rdma_create_qp(id, pd, &qa)) return 5;
-  rdma_conn_param cp{};
-  cp.initiator_depth = cp.responder_resources = 16;
-  if (rdma_accept(id, &cp)) return 6;
-  std::printf("%lu %u\n", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(buf.data())),
-              mr->rkey);
-  std::fflush(stdout);
-  for (;;)
-    pause();
-}
-
-} // namespace
-
 TEST_CASE("RDMA Reads posted while earlier ones are unanswered: they go without a poll, in order",
           "[datapath]") {
   // Such a Read waits for the next drive (Qp::drive_reads): a poll, or the earlier Read's
@@ -488,6 +446,8 @@ TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete,
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   REQUIRE(n > 0);
   self[n] = 0;
+  std::string target(self);
+  target = target.substr(0, target.rfind('/') + 1) + "uiwarp-datapath-read-target";
   const std::string port = std::to_string(20000 + getpid() % 20000);
   int out[2];
   REQUIRE(::pipe(out) == 0);
@@ -497,7 +457,7 @@ TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete,
     ::dup2(out[1], 1);
     // Reads in flight are TCP's: the same-host path would copy each at its post.
     ::setenv("UIWARP_SAME_HOST", "off", 1);
-    ::execl(self, self, "read-target", port.c_str(), static_cast<char*>(nullptr));
+    ::execl(target.c_str(), target.c_str(), port.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(out[1]);
@@ -574,9 +534,4 @@ TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete,
   REQUIRE(rdma_get_cm_event(ch, &e) == 0);
   CHECK(e->event == RDMA_CM_EVENT_DISCONNECTED);
   rdma_ack_cm_event(e);
-}
-
-int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "read-target") return read_target(argv[2]);
-  return Catch::Session().run(argc, argv);
 }
