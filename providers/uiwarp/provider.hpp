@@ -271,8 +271,8 @@ struct Qp {
     std::uint32_t peer_slot = 0;              // our slot in it
     samehost::Reader::Owner owner;            // the peer's end: the pins' PD and stream
     std::uint64_t rtr_octets = 0;             // what attach() sent first: the RFC 6581 RTR, if any
-    std::uint32_t forks =
-        0; // samehost::fork_generation() at the probe: a child of fork() does not copy
+    // samehost::fork_generation() at the probe: a child of fork() does not copy.
+    std::uint32_t forks = 0;
   } sh;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,

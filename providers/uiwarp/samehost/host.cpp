@@ -94,7 +94,8 @@ Host::~Host() {
 }
 
 bool Host::inherited_locked() {
-  if (!region_ || generation_ == fork_generation()) return false;
+  // The pid as well: a child made by clone() without fork() runs no pthread_atfork handler.
+  if (!region_ || (generation_ == fork_generation() && owner_ == ::getpid())) return false;
   // The mapping and descriptor are this child's copies: dropping them touches nothing of the
   // parent's table.
   fast_pub_.store(nullptr, std::memory_order_release);
@@ -118,6 +119,7 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
       }
       region_.emplace(std::move(*r.value));
       generation_ = fork_generation();
+      owner_ = ::getpid();
       fast_pub_.store(&region_->publisher(), std::memory_order_release);
       made_now = true;
     }

@@ -85,7 +85,8 @@ private:
   std::mutex init_mu_; // open()'s first call: makes the table, then observes mem_
   std::mutex mu_;      // region_; taken inside the MemoryTable's lock by the observer calls
   std::optional<PublishedRegion> region_;
-  std::uint32_t generation_ = 0;              // fork_generation() when region_ was made
+  std::uint32_t generation_ = 0;              // fork_generation() when region_ was made...
+  pid_t owner_ = 0;                           // ...by this process
   std::atomic<Publisher*> fast_pub_{nullptr}; // set_consumed and answer without mu_
 };
 
