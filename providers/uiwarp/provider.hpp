@@ -67,13 +67,18 @@ class Progress;
 //
 //   Cq::qps_mu, or else Context::qps_mu (shared: pollers; exclusive: QP create/destroy)
 //     -> Qp::mu (the send queue, receive queue, engine and socket of one QP)
-//       -> Srq::qps_mu, and the SharedRecvQueue's and MemoryTable's own locks (libiwarp)
-//         -> Cq::mu (the completion ring)
+//       -> Srq::qps_mu, the SharedRecvQueue's lock, and Context::mu (the verbs that count
+//          objects or change the STag table: reg, rereg, dereg)
+//         -> the MemoryTable's lock -> samehost::Host's lock (its observer calls)
+//           -> Cq::mu (the completion ring)
 //
-// Context::mu only guards object counts and the progress thread's start; it is never held
-// on the data path nor while another of these is taken. The progress thread reaches a QP
-// through the pointer epoll hands it (Qp::refs keeps the QP alive meanwhile): nothing on
-// the data path looks a QP up in a shared map.
+// Context::mu is never held on the data path. No lock but at most Qp::mu is held while a thread
+// waits for another process: a same-host peer's copy in progress is waited for by
+// samehost::Host::settle() after the verb has let go of Context::mu and the table's lock
+// (dereg_mr, rereg_mr, dealloc_mw, modify_qp, destroy_qp), or under its own QP's lock alone
+// when a completion says an STag is invalid (Qp::reap). The progress thread reaches a QP
+// through the pointer epoll hands it (Qp::refs keeps the QP alive meanwhile): nothing on the
+// data path looks a QP up in a shared map.
 struct Context {
   verbs_context vctx; // ibv_context is its LAST member: see of()
   Device* dev = nullptr;
@@ -501,6 +506,10 @@ const ShimOps* shim();
 int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask);
 void ib_cancel(Qp* qp);
 void ib_failed(std::uint32_t qp_num, int error, const char* reason) noexcept;
+
+// samehost::Host's wait report (qp_same_host.cpp): a verb waits for the same-host peer of QP
+// qp_num to finish a copy (`text` says who and what), or no longer does (nullptr).
+void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept;
 
 // The same-host offer of QP qp_num at rdma_accept (ProviderOps::same_host_offer,
 // qp_same_host.cpp).

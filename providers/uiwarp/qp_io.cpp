@@ -254,6 +254,10 @@ void Qp::after_io() {
 
 void Qp::reap(bool until_flushed) {
   if (!engine) return;
+  // A Send with Invalidate, Local Invalidate or Bind the engine just processed withdrew its
+  // STag: a same-host peer's copy through it ends before the completion says it is invalid
+  // (RFC 5040 §5.3). Only this QP waits (the table's lock and Context::mu are free).
+  if (Context* c = ctx(); c->same_host.unsettled()) c->same_host.settle();
   ibv_qp& q = vqp.qp;
   for (const iwarp::Completion* next = engine->peek(); next; next = engine->peek()) {
     if (until_flushed && next->status == iwarp::WcStatus::Flushed) break;

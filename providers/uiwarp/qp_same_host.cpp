@@ -127,13 +127,36 @@ bool local_iov(Qp* qp, const iwarp::SendWr& w, bool sink, iovec* iov, std::size_
   return true;
 }
 
-// Copies `total` octets between `iov` and the pinned range, kMaxCopy per call: true if all went.
-bool copy_pinned(const PeerRegion& peer, samehost::Pin pin, bool write, const iovec* iov,
+// How a copy of a whole Write or Read went.
+enum class Copy : std::uint8_t {
+  Done,
+  Refused, // a pin was refused (pieces before it may have gone): TCP carries the whole WR
+  Ended,   // the target ended the connection and reused our slot
+  Fault,   // process_vm_* failed: the path itself is broken
+};
+
+// Copies `total` octets between `iov` and the target's range at TO `to` of `stag`, kMaxCopy per
+// call, each piece pinned on its own: a deregistration at the target waits for one piece, not
+// a whole message. A Write or Read places by address, so TCP may carry a WR again after some of
+// its pieces were copied: what it places again is the same octets, at the same place.
+Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
                  std::uint64_t total) {
+  Qp::SameHost& sh = qp->sh;
+  samehost::Reader& reader = sh.peer->reader();
+  const std::uint32_t need = write ? iwarp::access::kRemoteWrite : iwarp::access::kRemoteRead;
   iovec part[iwarp::kMaxSge + 1];
   std::size_t i = 0, off = 0; // the next octet: iov[i], `off` into it
   for (std::uint64_t done = 0; done < total;) {
     const std::uint64_t want = std::min(total - done, kMaxCopy);
+    const samehost::PinResult pin = reader.pin(sh.peer_slot, w.remote_stag, sh.owner.pd,
+                                               sh.owner.stream, w.remote_addr + done, want, need);
+    // Refused (an invalid STag, rights, bounds, a slot closed by the target): the target
+    // answers the WR over TCP with the exact Terminate.
+    if (!pin) return Copy::Refused;
+    if (reader.epoch(sh.peer_slot) != sh.owner.epoch) {
+      reader.unpin(sh.peer_slot);
+      return Copy::Ended;
+    }
     std::size_t k = 0;
     for (std::uint64_t got = 0; got < want; ++k) {
       const std::size_t take = std::min<std::uint64_t>(iov[i].iov_len - off, want - got);
@@ -145,12 +168,13 @@ bool copy_pinned(const PeerRegion& peer, samehost::Pin pin, bool write, const io
         off = 0;
       }
     }
-    const samehost::Pin piece{pin.host + done, want};
-    const ssize_t got = write ? peer.write(piece, {part, k}) : peer.read(piece, {part, k});
-    if (got != static_cast<ssize_t>(want)) return false;
+    const ssize_t got =
+        write ? sh.peer->write(pin.pin, {part, k}) : sh.peer->read(pin.pin, {part, k});
+    reader.unpin(sh.peer_slot);
+    if (got != static_cast<ssize_t>(want)) return Copy::Fault;
     done += want;
   }
-  return true;
+  return Copy::Done;
 }
 
 } // namespace
@@ -241,29 +265,18 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     drv.on_same_host(false); // a burst of small posts: one sendmsg carries them
     return false;
   }
-  samehost::Reader& reader = sh.peer->reader();
-  const samehost::PinResult pin =
-      reader.pin(sh.peer_slot, w.remote_stag, sh.owner.pd, sh.owner.stream, w.remote_addr, total,
-                 write ? iwarp::access::kRemoteWrite : iwarp::access::kRemoteRead);
-  if (!pin) {
-    // Refused (an invalid STag, rights, bounds, a slot closed by the target): TCP carries it
-    // and the target answers with the exact Terminate.
-    drv.on_same_host(false);
-    return false;
-  }
-  if (reader.epoch(sh.peer_slot) != sh.owner.epoch) {
+  switch (copy_pieces(this, write, w, iov, total)) {
+  case Copy::Done: break;
+  case Copy::Refused: drv.on_same_host(false); return false;
+  case Copy::Ended:
     // The target closed our slot and gave it to another connection: ours is over there, and
     // TCP says so.
-    reader.unpin(sh.peer_slot);
     give_up(this, "the peer ended the connection");
     drv.on_same_host(false);
     return false;
-  }
-  const bool ok = copy_pinned(*sh.peer, pin.pin, write, iov, total);
-  reader.unpin(sh.peer_slot);
-  if (!ok) {
-    // A fault of the path itself (the target went, memory unmapped under the pin): this WR and
-    // every later one take TCP, which either carries them or reports the connection's end.
+  case Copy::Fault:
+    // The target went, or memory was unmapped under the pin: this WR and every later one take
+    // TCP, which either carries them or reports the connection's end.
     give_up(this, std::string(write ? "process_vm_writev" : "process_vm_readv") +
                       " failed: TCP from here on");
     drv.on_same_host(false);
@@ -292,6 +305,17 @@ void Qp::same_host_end(const char* why) {
   if (sh.state != SameHost::State::Off && why)
     log::debug("same-host", endpoints() + ": path closed: " + why);
   sh.state = SameHost::State::Off;
+}
+
+void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept {
+  try {
+    // A verb stalled for over a second: the program's user learns why, unasked.
+    if (text) log::error("same-host", text);
+    const ShimOps* s = shim();
+    if (!s || !s->qp_path || qp_num == 0) return;
+    s->qp_path(qp_num, text ? (std::string("same-host, ") + text).c_str() : "same-host");
+  } catch (...) { // std::bad_alloc: the report is only a report
+  }
 }
 
 // ProviderOps::same_host_offer: rdma_accept of a connection whose Request asked for the path.

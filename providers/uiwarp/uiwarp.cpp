@@ -104,6 +104,7 @@ verbs_context* alloc_context(ibv_device* ibdev, int cmd_fd, void* /*private_data
   ctx->vctx.context.num_comp_vectors = 1;
   ctx->async_wfd = p[1];
   ctx->comp_channel_wfd = shim() ? shim()->comp_channel_wfd : nullptr;
+  ctx->same_host.set_wait_report(same_host_wait_report);
   verbs_set_ops(&ctx->vctx, &kOps);
   return &ctx->vctx;
 }

@@ -127,26 +127,13 @@ ibv_mr* reg_mr(ibv_pd* ibpd, void* addr, size_t length, uint64_t hca_va, int acc
   return &m;
 }
 
-int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
-             int access) noexcept {
-  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return IBV_REREG_MR_ERR_INPUT;
-  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
-    if (int err = check_access(access)) {
-      errno = err;
-      return IBV_REREG_MR_ERR_INPUT;
-    }
-  }
-  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || length == 0))
-    return IBV_REREG_MR_ERR_INPUT;
-  auto* mr = to_mr(vmr);
+namespace {
+
+// rereg_mr under Context::mu.
+int rereg_locked(Context* ctx, Mr* mr, int flags, ibv_pd* new_pd, void* new_addr, size_t new_len,
+                 int new_access, std::uint32_t pd_id) {
+  verbs_mr* vmr = &mr->vmr;
   ibv_mr& m = vmr->ibv_mr;
-  Context* ctx = to_ctx(m.context);
-  ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? ibpd : m.pd;
-  if (!new_pd || new_pd->context != m.context) return IBV_REREG_MR_ERR_INPUT;
-  void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : m.addr;
-  size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : m.length;
-  int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : vmr->access;
-  std::uint32_t pd_id = to_pd(new_pd)->id;
   std::lock_guard lock(ctx->mu);
   std::optional<iwarp::MemoryRegion> old = ctx->mem.lookup(m.lkey);
   if (!old) return IBV_REREG_MR_ERR_INPUT;
@@ -179,6 +166,34 @@ int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
   return 0;
 }
 
+} // namespace
+
+int rereg_mr(verbs_mr* vmr, int flags, ibv_pd* ibpd, void* addr, size_t length,
+             int access) noexcept {
+  if (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) return IBV_REREG_MR_ERR_INPUT;
+  if (flags & IBV_REREG_MR_CHANGE_ACCESS) {
+    if (int err = check_access(access)) {
+      errno = err;
+      return IBV_REREG_MR_ERR_INPUT;
+    }
+  }
+  if ((flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || length == 0))
+    return IBV_REREG_MR_ERR_INPUT;
+  auto* mr = to_mr(vmr);
+  ibv_mr& m = vmr->ibv_mr;
+  Context* ctx = to_ctx(m.context);
+  ibv_pd* new_pd = (flags & IBV_REREG_MR_CHANGE_PD) ? ibpd : m.pd;
+  if (!new_pd || new_pd->context != m.context) return IBV_REREG_MR_ERR_INPUT;
+  void* new_addr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : m.addr;
+  size_t new_len = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? length : m.length;
+  int new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? access : vmr->access;
+  std::uint32_t pd_id = to_pd(new_pd)->id;
+  const int ret = rereg_locked(ctx, mr, flags, new_pd, new_addr, new_len, new_access, pd_id);
+  // Outside Context::mu: a same-host peer's copy through the old translation ends first.
+  ctx->same_host.settle();
+  return ret;
+}
+
 int dereg_mr(verbs_mr* vmr) noexcept {
   auto* mr = to_mr(vmr);
   Context* ctx = to_ctx(vmr->ibv_mr.context);
@@ -188,6 +203,9 @@ int dereg_mr(verbs_mr* vmr) noexcept {
     if (!ctx->mem.remove(vmr->ibv_mr.lkey)) return EINVAL;
     --ctx->mrs;
   }
+  // Outside Context::mu and the table's lock (mlx5's ODP deregistration: erase under the lock,
+  // synchronise outside it): a same-host peer's copy into the region ends before it may go.
+  ctx->same_host.settle();
   --to_pd(vmr->ibv_mr.pd)->users;
   delete mr;
   return 0;

@@ -58,6 +58,7 @@ int dealloc_mw(ibv_mw* ibmw) noexcept {
   auto* mw = to_mw(ibmw);
   Context* ctx = to_ctx(ibmw->context);
   if (!ctx->mem.remove_window(ibmw->rkey)) return EINVAL;
+  ctx->same_host.settle(); // a same-host peer's copy through the window ends first
   --to_pd(ibmw->pd)->users;
   delete mw;
   return 0;

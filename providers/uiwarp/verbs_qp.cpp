@@ -225,9 +225,10 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) noexcept {
   return qp;
 }
 
-int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
-  Qp* qp = to_qp(ibqp);
-  if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
+namespace {
+
+// modify_qp under the QP's lock.
+int modify_qp_locked(Qp* qp, ibv_qp_attr* attr, int mask) {
   std::lock_guard lock(qp->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
   const bool to = mask & IBV_QP_STATE;
@@ -293,6 +294,18 @@ int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
   return 0;
 }
 
+} // namespace
+
+int modify_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int mask) noexcept {
+  Qp* qp = to_qp(ibqp);
+  if (!attr || (mask & ~kKnownAttrs)) return EINVAL;
+  const int ret = modify_qp_locked(qp, attr, mask);
+  // RESET or ERR closed the same-host path of the connection: its peer's copy through it ends
+  // before the verb returns, waited for holding no lock.
+  qp->ctx()->same_host.settle();
+  return ret;
+}
+
 int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* init) noexcept {
   if (!attr || !init) return EINVAL;
   Qp* qp = to_qp(ibqp);
@@ -333,6 +346,9 @@ int destroy_qp(ibv_qp* ibqp) noexcept {
     ib_cancel(qp);
     qp->detach(); // nor the progress thread, once it has dropped its reference
   }
+  // The same-host peer's copy through the QP's connection ends before destroy returns, as an
+  // RNIC's DMA for a QP does; waited for here, holding no lock.
+  ctx->same_host.settle();
   pthread_mutex_destroy(&ibqp->mutex);
   pthread_cond_destroy(&ibqp->cond);
   --to_pd(ibqp->pd)->users;

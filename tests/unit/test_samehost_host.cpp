@@ -15,6 +15,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <string>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -138,24 +142,83 @@ TEST_CASE("samehost host: windows are published while bound", "[samehost]") {
   REQUIRE(f.mem.remove_window(w2));
 }
 
-TEST_CASE("samehost host: deregistration waits for a copy in progress", "[samehost]") {
+TEST_CASE("samehost host: deregistration returns at once, and its thread's settle() waits for "
+          "a copy in progress",
+          "[samehost]") {
   Fixture f;
   if (!f.attach()) return;
   const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  const std::uint32_t other = f.reg(acc::kRemoteWrite, 4096);
   const PinResult p =
       f.peer->reader().pin(f.slot, stag, kPd, kStream, f.va(0), 64, acc::kRemoteWrite);
   REQUIRE(p);
-  std::atomic<bool> removed{false};
+  std::atomic<bool> removed{false}, settled{false};
   std::thread t([&] {
     f.mem.remove(stag);
     removed = true;
+    f.host.settle();
+    settled = true;
   });
   std::this_thread::sleep_for(50ms);
-  CHECK_FALSE(removed.load()); // the pin holds it
+  CHECK(removed.load());       // withdrawn under the table's lock, not waited for there
+  CHECK_FALSE(settled.load()); // the pin holds its thread
+  CHECK(f.host.unsettled());
+  // Meanwhile this thread registers, deregisters and settles without waiting for the pin.
+  const auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(f.mem.remove(other));
+  const std::uint32_t more = f.reg(acc::kRemoteRead, 4096);
+  REQUIRE(f.mem.remove(more));
+  f.host.settle();
+  CHECK(std::chrono::steady_clock::now() - t0 < 40ms);
+  CHECK_FALSE(settled.load());
   f.peer->reader().unpin(f.slot);
   t.join();
-  CHECK(removed.load());
+  CHECK(settled.load());
+  CHECK_FALSE(f.host.unsettled());
   CHECK(f.pin(stag, f.va(0), 16) == Refusal::InvalidStag);
+}
+
+TEST_CASE("samehost host: an entry changed while its old value drains is published when the "
+          "drain ends",
+          "[samehost]") {
+  Fixture f;
+  if (!f.attach()) return;
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  REQUIRE(f.peer->reader().pin(f.slot, stag, kPd, kStream, f.va(0), 64, acc::kRemoteWrite));
+  // ibv_rereg_mr with a new translation while a peer copies through the old one: the new STag
+  // goes over TCP (not published) until the old entry has drained.
+  const auto rekeyed =
+      f.mem.modify(stag, kPd, f.buf.data(), f.va(0), 2048, acc::kRemoteWrite, /*rekey=*/true);
+  REQUIRE(rekeyed);
+  auto second = f.host.open(kPd, kStream); // a slot of its own: the first holds the pin
+
+  REQUIRE(second);
+  const auto pin2 = [&](std::uint32_t s) {
+    const PinResult r =
+        f.peer->reader().pin(second.value->slot, s, kPd, kStream, f.va(0), 16, acc::kRemoteWrite);
+    if (r) f.peer->reader().unpin(second.value->slot);
+    return r.refusal;
+  };
+  CHECK(pin2(*rekeyed) == Refusal::InvalidStag);
+  CHECK(pin2(stag) == Refusal::InvalidStag);
+  f.peer->reader().unpin(f.slot);
+  f.host.settle();
+  CHECK(pin2(*rekeyed) == Refusal::None);
+  CHECK(pin2(stag) == Refusal::InvalidStag);
+
+  // Deregistered while pinned, its index reused by a new registration: the same.
+  REQUIRE(f.peer->reader().pin(f.slot, *rekeyed, kPd, kStream, f.va(0), 64, acc::kRemoteWrite));
+  REQUIRE(f.mem.remove(*rekeyed));
+  const std::uint32_t again = f.reg(acc::kRemoteWrite);
+  REQUIRE((again >> 8) == (*rekeyed >> 8)); // the only free index
+  CHECK(pin2(again) == Refusal::InvalidStag);
+  // Deregistered again before the drain: nothing is published for it at the end.
+  REQUIRE(f.mem.remove(again));
+  const std::uint32_t third = f.reg(acc::kRemoteWrite);
+  f.peer->reader().unpin(f.slot);
+  f.host.settle();
+  CHECK(pin2(again) == Refusal::InvalidStag);
+  CHECK(pin2(third) == Refusal::None);
 }
 
 TEST_CASE("samehost host: a closed slot refuses pins and reopens clean", "[samehost]") {
@@ -234,10 +297,13 @@ TEST_CASE("samehost host: closing a slot whose peer was killed holding a pin ret
     return;
   }
   REQUIRE(note == 'P');
-  ::kill(child, SIGKILL); // dies holding the pin; not reaped yet (a zombie) while close waits
+  ::kill(child, SIGKILL); // dies holding the pin; not reaped yet (a zombie) while settle waits
   const auto t0 = std::chrono::steady_clock::now();
-  f.host.close(o.value->slot);
+  f.host.close(o.value->slot); // revokes, and returns: the pin is the thread's to settle
+  CHECK(std::chrono::steady_clock::now() - t0 < 100ms);
+  f.host.settle();
   CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+  CHECK_FALSE(f.host.unsettled());
   ::waitpid(child, nullptr, 0);
   ::close(up[0]);
   ::close(up[1]);
@@ -269,4 +335,106 @@ TEST_CASE("samehost host: a child of fork() writes nothing into its parent's tab
   CHECK(f.host.answer(f.slot).probe == 9);
   const std::uint32_t stag = f.reg(acc::kRemoteWrite);
   CHECK(f.pin(stag, f.va(0), 16) == Refusal::None);
+}
+
+namespace {
+std::mutex g_report_mu;
+std::vector<std::pair<std::uint32_t, std::string>> g_reports;
+void record_report(std::uint32_t qp, const char* text) {
+  std::lock_guard lock(g_report_mu);
+  g_reports.emplace_back(qp, text ? text : "");
+}
+} // namespace
+
+TEST_CASE("samehost host: a wait on a stopped peer says which pid, its state and the MR, once",
+          "[samehost]") {
+  Fixture f;
+  f.host.set_wait_report(record_report);
+  auto o = f.host.open(kPd, kStream);
+  REQUIRE(o);
+  const std::uint32_t stag = f.reg(acc::kRemoteWrite);
+  int up[2];
+  REQUIRE(::pipe(up) == 0);
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) { // the peer: pins, stops itself (as a debugger would stop it), then unpins
+    auto r = PeerRegion::attach(::getppid(), o.value->table_fd, o.value->nonce);
+    char note = r ? 'F' : r.errnum == EPERM ? 'S' : 'F';
+    if (r) {
+      r.value->reader().write_answer(o.value->slot,
+                                     {static_cast<std::uint64_t>(::getpid()), 0, 0, {}, 1});
+      const PinResult p = r.value->reader().pin(o.value->slot, stag, kPd, kStream,
+                                                reinterpret_cast<std::uintptr_t>(f.buf.data()), 16,
+                                                acc::kRemoteWrite);
+      note = p ? 'P' : 'F';
+    }
+    if (::write(up[1], &note, 1) != 1 || note != 'P') _exit(1);
+    ::raise(SIGSTOP);
+    r.value->reader().unpin(o.value->slot);
+    _exit(0);
+  }
+  char note = 0;
+  REQUIRE(::read(up[0], &note, 1) == 1);
+  ::close(up[0]);
+  ::close(up[1]);
+  if (note == 'S') {
+    ::waitpid(child, nullptr, 0);
+    WARN("pidfd_getfd refused here");
+    return;
+  }
+  REQUIRE(note == 'P');
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, WUNTRACED) == child); // stopped, holding the pin
+  REQUIRE(WIFSTOPPED(status));
+  std::atomic<bool> settled{false};
+  std::thread t([&] {
+    f.mem.remove(stag);
+    f.host.settle();
+    settled = true;
+  });
+  std::this_thread::sleep_for(1300ms);
+  CHECK_FALSE(settled.load());
+  {
+    std::lock_guard lock(g_report_mu);
+    REQUIRE(g_reports.size() == 1);
+    CHECK(g_reports[0].first == kStream);
+    char mr[16];
+    std::snprintf(mr, sizeof mr, "%#x", stag);
+    CHECK(g_reports[0].second ==
+          "waiting for pid " + std::to_string(child) + " (stopped) to finish a copy into MR " + mr);
+  }
+  ::kill(child, SIGCONT);
+  t.join();
+  CHECK(settled.load());
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  std::lock_guard lock(g_report_mu);
+  REQUIRE(g_reports.size() == 2); // and that it is over
+  CHECK(g_reports[1].first == kStream);
+  CHECK(g_reports[1].second.empty());
+  g_reports.clear();
+}
+
+TEST_CASE("samehost host: the table costs memory for the entries in use, not its capacity",
+          "[samehost]") {
+  Fixture f;
+  for (int i = 0; i < 100; ++i)
+    f.reg(acc::kRemoteWrite);
+  REQUIRE(f.host.open(kPd, kStream));
+  // /proc/self/smaps: the memfd's resident size (header, the entries of 100 regions, slots).
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool in_table = false;
+  long rss_kb = -1;
+  while (std::getline(smaps, line)) {
+    if (line.find("memfd:uiwarp-stags") != std::string::npos) {
+      in_table = true;
+    } else if (in_table && line.rfind("Rss:", 0) == 0) {
+      rss_kb = std::stol(line.substr(4));
+      break;
+    }
+  }
+  REQUIRE(rss_kb >= 0);
+  INFO("the table's Rss: " << rss_kb << " kB of " << kLayout.bytes() / 1024 << " kB mapped");
+  CHECK(rss_kb < 1024);
 }

@@ -170,6 +170,9 @@ int peer_main(int in, int out, Script script) {
   Reader& reader = peer.reader();
   reader.write_answer(o.slot, {static_cast<std::uint64_t>(::getpid()),
                                static_cast<std::uint64_t>(o.fd), o.slot, o.nonce, 0});
+  // The probe word last, by the kernel's copy as the set-up does: the answer is ready.
+  if (const int e = peer.probe(o.slot, 1); e < 0)
+    return fail(out, e == -EPERM ? 'S' : 'F', "probe: " + std::to_string(-e));
   const PinResult pin = reader.pin(o.slot, kStag, kPd, kQp, kTo, kLength, kRemoteWrite);
   if (!pin) return fail(out, 'F', reason_name(pin.refusal));
   if (script != Script::Write) note(out, 'P');

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "samehost/host.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +33,41 @@ bool parse_uuid(const char* s, std::array<std::byte, 16>& out) {
 }
 
 std::atomic<std::uint32_t> g_forks{0};
+
+// A process's state as /proc/PID/stat's third field says it, in the words ps(1) uses.
+std::string process_state(pid_t pid) {
+  char path[32], buf[512];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  std::FILE* f = std::fopen(path, "re");
+  if (!f) return "gone";
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // "pid (comm) S ...": the command may hold spaces and parentheses, the last ')' ends it.
+  const char* close = std::strrchr(buf, ')');
+  if (!close || close[1] != ' ') return "unknown";
+  switch (close[2]) {
+  case 'R': return "running";
+  case 'S': return "sleeping";
+  case 'D': return "in uninterruptible sleep";
+  case 'T': return "stopped";
+  case 't': return "stopped by its tracer";
+  case 'Z': return "a zombie";
+  default: return std::string("state ") + close[2];
+  }
+}
+
+// settle()'s pause between looks: spin briefly (a pin lasts one copy, microseconds), then
+// yield, then sleep up to a millisecond (a stopped peer may hold it for minutes).
+void nap(int round) {
+  if (round < 16) {
+    ::sched_yield();
+    return;
+  }
+  const long ns = std::min(50'000L << std::min(round - 16, 5), 1'000'000L);
+  const timespec ts{0, ns};
+  ::nanosleep(&ts, nullptr);
+}
 
 } // namespace
 
@@ -100,6 +139,8 @@ bool Host::inherited_locked() {
   // parent's table.
   fast_pub_.store(nullptr, std::memory_order_release);
   region_.reset();
+  pending_.clear(); // the parent's withdrawals and closes, its threads' to wait for
+  pending_n_.store(0, std::memory_order_relaxed);
   return true;
 }
 
@@ -128,12 +169,30 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
   if (made_now) mem_.set_observer(this);
   std::lock_guard lock(mu_);
   if (!region_) return {std::nullopt, "shared STag table: gone", EIO};
+  region_->release_dead_peers(0); // a slot whose peer died holding a pin becomes free
+  reap_locked(0);
   const auto slot = region_->publisher().open_slot();
   if (!slot) return {std::nullopt, "shared STag table: every slot in use", EBUSY};
+  // A slot reopens only once no pin is held: a close still pending for it is over, and its
+  // watch goes before the new connection's comes.
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->is_slot && it->slot.slot == *slot) {
+      pending_.erase(it);
+      pending_n_.fetch_sub(1, std::memory_order_relaxed);
+      break;
+    }
+  }
+  region_->unwatch_peer(*slot);
   region_->publisher().set_owner(*slot, pd, stream);
   Result<Opened> out;
   out.value = Opened{*slot, region_->fd(), region_->nonce()};
   return out;
+}
+
+void Host::add_pending(Pending p) {
+  p.tid = ::gettid();
+  pending_.push_back(std::move(p));
+  pending_n_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Host::close(std::uint32_t slot) {
@@ -141,12 +200,18 @@ void Host::close(std::uint32_t slot) {
   if (!region_ || inherited_locked()) return;
   // The peer wrote its pid into the slot before its first pin: watch it now if nobody did (a
   // responder that never posted a Write or Read), so that a peer killed while it held a pin
-  // cannot hold this drain forever.
+  // cannot hold the slot forever.
   if (const SlotAnswer a = region_->publisher().answer(slot); a.probe != 0 && a.pid != 0)
     region_->watch_peer(slot, static_cast<pid_t>(a.pid));
   const SlotTicket t = region_->publisher().close_slot(slot);
-  region_->wait_drained(t);
-  region_->unwatch_peer(slot);
+  if (region_->publisher().drained(t)) {
+    region_->unwatch_peer(slot);
+    return;
+  }
+  Pending p;
+  p.is_slot = true;
+  p.slot = t;
+  add_pending(std::move(p));
 }
 
 int Host::watch(std::uint32_t slot, pid_t pid) {
@@ -189,19 +254,111 @@ void Host::published(const iwarp::MemoryRegion& r) {
                      r.length,
                      static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(r.host))};
   Publisher& pub = region_->publisher();
+  const std::uint32_t index = r.stag >> 8;
+  if (index >= kLayout.capacity) return; // beyond the table: peers take TCP for it
+  for (Pending& p : pending_) {
+    // Its old entry still drains: published when the drain ends (reap_locked).
+    if (!p.is_slot && p.entry.index == index) {
+      if (pub.drained(p.entry) && pub.publish(v)) {
+        p.deferred.reset(); // reap_locked ends it
+      } else {
+        p.deferred = v;
+      }
+      return;
+    }
+  }
   if (pub.publish(v)) return;
-  // Still published (set_observer shows every entry): withdraw, then publish again. Beyond
-  // the table's capacity it stays unpublished, and peers take TCP for it.
-  region_->wait_drained(pub.begin_invalidate(r.stag >> 8));
-  pub.publish(v);
+  // Still published (set_observer shows every entry): withdraw, publish once drained.
+  const Ticket t = pub.begin_invalidate(index);
+  if (pub.drained(t) && pub.publish(v)) return;
+  Pending p;
+  p.entry = t;
+  p.deferred = v;
+  add_pending(std::move(p));
 }
 
 void Host::withdrawn(std::uint32_t index) {
   std::lock_guard lock(mu_);
   if (!region_ || inherited_locked() || index >= kLayout.capacity) return;
-  // RFC 5040 §5.3, as an RNIC's invalidation: once this returns, no peer's copy through the
-  // old entry runs or will run, and the memory may go.
-  region_->wait_drained(region_->publisher().begin_invalidate(index));
+  // RFC 5040 §5.3, as an RNIC's invalidation: no new pin succeeds from here on; a copy already
+  // pinned finishes, and settle() in this thread waits for it before the memory may go.
+  Publisher& pub = region_->publisher();
+  const Ticket t = pub.begin_invalidate(index);
+  for (Pending& p : pending_) {
+    if (!p.is_slot && p.entry.index == index) {
+      // Withdrawn again before its last drain ended: what had waited to be published is not
+      // the table's any more, and was never a peer's to copy through.
+      p.deferred.reset();
+      return;
+    }
+  }
+  if (pub.drained(t)) return; // nobody held it: the usual case, nothing to wait for
+  Pending p;
+  p.entry = t;
+  add_pending(std::move(p));
+}
+
+bool Host::reap_locked(pid_t tid) {
+  bool mine_left = false;
+  Publisher& pub = region_->publisher();
+  for (std::size_t i = pending_.size(); i-- > 0;) {
+    Pending& p = pending_[i];
+    const bool done = p.is_slot ? pub.drained(p.slot) : pub.drained(p.entry);
+    if (!done) {
+      mine_left = mine_left || p.tid == tid;
+      continue;
+    }
+    if (p.is_slot)
+      region_->unwatch_peer(p.slot.slot);
+    else if (p.deferred)
+      pub.publish(*p.deferred);
+    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+    pending_n_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  return !mine_left;
+}
+
+std::string Host::describe_wait_locked(const Pending& p, std::uint32_t& qp_num) {
+  Publisher& pub = region_->publisher();
+  const std::optional<std::uint32_t> slot = p.is_slot ? p.slot.slot : pub.holder(p.entry);
+  qp_num = slot ? pub.owner_stream(*slot) : 0;
+  const std::uint64_t pid = slot ? pub.answer(*slot).pid : 0;
+  char into[64];
+  if (p.is_slot)
+    std::snprintf(into, sizeof into, "through the connection of QP %#x", qp_num);
+  else
+    std::snprintf(into, sizeof into, "into MR %#x", pub.stag_at(p.entry.index));
+  if (pid == 0) return std::string("waiting for a peer to finish a copy ") + into;
+  return "waiting for pid " + std::to_string(pid) + " (" + process_state(static_cast<pid_t>(pid)) +
+         ") to finish a copy " + into;
+}
+
+void Host::settle() {
+  if (!unsettled()) return;
+  const pid_t tid = ::gettid();
+  const auto start = std::chrono::steady_clock::now();
+  std::uint32_t reported_qp = 0;
+  bool reported = false;
+  for (int round = 0;; ++round) {
+    {
+      std::lock_guard lock(mu_);
+      if (!region_ || inherited_locked()) return;
+      if (round > 0) region_->release_dead_peers(0); // a dead peer's pin is no copy
+      if (reap_locked(tid)) break;
+      if (!reported && std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
+        for (const Pending& p : pending_) {
+          if (p.tid != tid) continue;
+          const std::string why = describe_wait_locked(p, reported_qp);
+          if (report_) report_(reported_qp, why.c_str());
+          reported = true;
+          break;
+        }
+      }
+    }
+    // Outside mu_: the observer calls of other threads, and their settle(), go on meanwhile.
+    nap(round);
+  }
+  if (reported && report_) report_(reported_qp, nullptr);
 }
 
 } // namespace uiwarp::samehost

@@ -155,8 +155,6 @@ void PublishedRegion::unwatch_peer(std::uint32_t slot) {
   watches_.erase(it);
 }
 
-// Waits up to timeout_ns on the watched pidfds (0: a look), then releases the slot of every
-// watched peer that has exited. True if it released one.
 bool PublishedRegion::release_dead_peers(int timeout_ns) {
   std::vector<pollfd> fds;
   fds.reserve(watches_.size());

@@ -68,6 +68,10 @@ public:
   bool wait_drained(const Ticket& t, Deadline deadline = std::nullopt);
   bool wait_drained(const SlotTicket& t, Deadline deadline = std::nullopt);
 
+  // Waits up to timeout_ns on the watched peers (0: a look), then releases the slot of each
+  // that has exited (release_slot). True if it released one.
+  bool release_dead_peers(int timeout_ns);
+
 private:
   struct Watch {
     std::uint32_t slot;
@@ -75,7 +79,6 @@ private:
   };
   PublishedRegion() = default;
   template <class Done> bool wait(Done done, Deadline deadline);
-  bool release_dead_peers(int timeout_ns);
   void reset() noexcept;
 
   int fd_ = -1;

@@ -45,6 +45,16 @@ bool word_aligned(const std::byte* p) {
   return reinterpret_cast<std::uintptr_t>(p) % alignof(Word) == 0;
 }
 
+// Orders the answer's words against the probe word that the kernel stores with a plain copy
+// (process_vm_writev), which no atomic release or acquire pairs with. ThreadSanitizer models no
+// fence (and GCC warns of one under it) nor that copy: its builds rely on the release stores
+// and acquire loads around the fence, which order the tests' own probe stores.
+void kernel_copy_fence([[maybe_unused]] std::memory_order order) {
+#if !defined(__SANITIZE_THREAD__)
+  std::atomic_thread_fence(order);
+#endif
+}
+
 template <class T> T* at(std::byte* base, std::size_t offset) {
   return std::launder(reinterpret_cast<T*>(base + offset));
 }
@@ -68,14 +78,15 @@ bool Publisher::init(std::span<std::byte> region, Layout layout, Nonce nonce) {
   *this = Publisher{};
   if (!layout.valid() || region.size() < layout.bytes() || !word_aligned(region.data()))
     return false;
-  // Constructs the words (a std::atomic's default constructor zeroes it), one object at a
-  // time: an array new-expression may want room of its own.
+  // Constructs the header and the slots (a std::atomic's default constructor zeroes it), one
+  // object at a time: an array new-expression may want room of its own. The entries are not
+  // constructed: the region is zeroed, and zero is every word's initial value (state 0:
+  // generation 0, invalid, not draining), as the peer, which constructs nothing, reads them
+  // too. Writing 2^18 entries here would make 16 MiB of the memfd resident for nothing.
   std::byte* base = region.data();
   header_ = new (base) Header;
   entries_ = at<Entry>(base, Layout::entries_offset());
   slots_ = at<Slot>(base, layout.slots_offset());
-  for (std::uint32_t i = 0; i < layout.capacity; ++i)
-    new (entries_ + i) Entry; // state 0: generation 0, invalid, not draining
   for (std::uint32_t i = 0; i < layout.slots; ++i)
     new (slots_ + i) Slot;
   for (std::uint32_t i = 0; i < layout.slots; ++i) // closed until opened
@@ -182,13 +193,43 @@ void Publisher::release_slot(std::uint32_t slot) {
 SlotAnswer Publisher::answer(std::uint32_t slot) const {
   if (!header_ || slot >= layout_.slots) return {};
   const Word* w = slots_[slot].answer;
+  // The probe first: it is the ready flag. The peer stores the other words, then a release
+  // fence, then has the kernel copy the probe word in (process_vm_writev: a plain store, not
+  // an atomic release, hence the fences on both sides). A probe seen set means the words
+  // below are the peer's; read before it, they could be a zero pid from before its answer.
+  SlotAnswer a;
+  a.probe = w[5].load(std::memory_order_acquire);
+  if (a.probe == 0) return {};
+  kernel_copy_fence(std::memory_order_acquire);
   const auto load = [&](int i) { return w[i].load(std::memory_order_acquire); };
-  return {load(0), load(1), load(2), {load(3), load(4)}, load(5)};
+  a.pid = load(0);
+  a.table_fd = load(1);
+  a.slot = load(2);
+  a.nonce = {load(3), load(4)};
+  return a;
 }
 
 void Publisher::set_owner(std::uint32_t slot, std::uint32_t pd, std::uint32_t stream) {
   if (!header_ || slot >= layout_.slots) return;
   slots_[slot].owner.store(std::uint64_t{pd} << 32 | stream, std::memory_order_release);
+}
+
+std::uint32_t Publisher::owner_stream(std::uint32_t slot) const {
+  if (!header_ || slot >= layout_.slots) return 0;
+  return static_cast<std::uint32_t>(slots_[slot].owner.load(std::memory_order_relaxed));
+}
+
+std::optional<std::uint32_t> Publisher::holder(const Ticket& t) const {
+  if (!t.pending || !header_ || t.index >= layout_.capacity) return std::nullopt;
+  const std::uint64_t pinned = pin_word(t.index, t.generation);
+  for (std::uint32_t i = 0; i < layout_.slots; ++i)
+    if ((slots_[i].holder.load(std::memory_order_relaxed) & kPinMask) == pinned) return i;
+  return std::nullopt;
+}
+
+std::uint32_t Publisher::stag_at(std::uint32_t index) const {
+  if (!header_ || index >= layout_.capacity) return 0;
+  return static_cast<std::uint32_t>(entries_[index].stag.load(std::memory_order_relaxed));
 }
 
 void Publisher::set_consumed(std::uint32_t slot, std::uint64_t octets) {
@@ -272,9 +313,13 @@ void Reader::unpin(std::uint32_t slot) {
 void Reader::write_answer(std::uint32_t slot, const SlotAnswer& a) {
   if (!slots_ || slot >= layout_.slots) return;
   Word* w = slots_[slot].answer;
-  const std::uint64_t words[] = {a.pid, a.table_fd, a.slot, a.nonce.lo, a.nonce.hi, a.probe};
+  const std::uint64_t words[] = {a.pid, a.table_fd, a.slot, a.nonce.lo, a.nonce.hi};
   for (std::size_t i = 0; i < std::size(words); ++i)
     w[i].store(words[i], std::memory_order_release);
+  // The probe word last, after the fence: a store of it (here, or the kernel's copy of
+  // PeerRegion::probe after this returns) is seen only with the words above (see answer()).
+  kernel_copy_fence(std::memory_order_release);
+  w[5].store(a.probe, std::memory_order_release);
 }
 
 Reader::Owner Reader::owner(std::uint32_t slot) const {

@@ -128,9 +128,10 @@ struct SlotTicket {
 // STag table lock); Readers in any thread or process run against it.
 class Publisher {
 public:
-  // Lays out a fresh table in `region` (at least layout.bytes(), 8-octet aligned; zeroed or
-  // not), which is at address `base` in this process. Every slot starts closed. False if the
-  // layout or region does not fit.
+  // Lays out a fresh table in `region` (at least layout.bytes(), 8-octet aligned, and zeroed,
+  // as a new memfd is: an entry of all zeros is invalid, so the entries are left untouched
+  // and cost no memory until published). Every slot starts closed. False if the layout or
+  // region does not fit.
   bool init(std::span<std::byte> region, Layout layout, Nonce nonce);
   Layout layout() const { return layout_; }
 
@@ -158,6 +159,11 @@ public:
   SlotAnswer answer(std::uint32_t slot) const;
   // The connection's end here, and how far this end has processed the peer's stream.
   void set_owner(std::uint32_t slot, std::uint32_t pd, std::uint32_t stream);
+  std::uint32_t owner_stream(std::uint32_t slot) const;
+  // For a wait that lasts: the slot whose pin holds `t` back (none: drained, or a look that
+  // raced the unpin), and the STag the entry at `index` was published with.
+  std::optional<std::uint32_t> holder(const Ticket& t) const;
+  std::uint32_t stag_at(std::uint32_t index) const;
   void set_consumed(std::uint32_t slot, std::uint64_t octets);
 
 private:

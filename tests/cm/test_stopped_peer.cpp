@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// A same-host peer stopped in the middle of a copy into this process (a debugger's breakpoint,
+// Ctrl-Z, a cgroup freezer) holds only the verb that must wait for that copy: ibv_dereg_mr of
+// the region it copies into returns once the peer has run again, as an RNIC's deregistration
+// waits for its DMA, and meanwhile every other verb of the context, and the data of another
+// connection, go on. The peer is uiwarp-datapath-writer (write_initiator.cpp), a child the test
+// traces: it is stopped exactly at the end of a copy's system call, when its pin on the region
+// is still held, then given SIGSTOP and let go, so that it sits stopped (state T) holding it.
+#include "connected_pair.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace dp;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The third field of /proc/PID/stat: R, S, T (stopped), t (stopped by a tracer), ...
+char proc_state(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  std::getline(f, s);
+  const auto close = s.rfind(") ");
+  return close == std::string::npos ? '?' : s[close + 2];
+}
+
+bool is_copy(std::uint64_t nr) {
+  return nr == SYS_process_vm_writev || nr == SYS_pwritev || nr == SYS_pwritev2;
+}
+
+// Traces `pid` until it leaves a copy system call (the data path's process_vm_writev, or a
+// pwritev of /proc/PID/mem): it then holds its pin, and stays stopped (SIGSTOP, sent while
+// traced, taken as soon as it is let go) as a process in a debugger or Ctrl-Z'ed does.
+bool stop_in_copy(pid_t pid) {
+  // TRACESYSGOOD: without it a system call stop is a plain SIGTRAP, which
+  // PTRACE_GET_SYSCALL_INFO does not describe.
+  if (::ptrace(PTRACE_SEIZE, pid, nullptr, PTRACE_O_TRACESYSGOOD) != 0) return false;
+  if (::ptrace(PTRACE_INTERRUPT, pid, nullptr, nullptr) != 0) return false;
+  int status = 0;
+  if (::waitpid(pid, &status, __WALL) != pid) return false;
+  bool in_copy = false;
+  for (int stops = 0; stops < 100'000; ++stops) {
+    if (::ptrace(PTRACE_SYSCALL, pid, nullptr, nullptr) != 0) break;
+    if (::waitpid(pid, &status, __WALL) != pid || !WIFSTOPPED(status)) return false;
+    __ptrace_syscall_info info{};
+    if (::ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof info, &info) <= 0) continue;
+    if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
+      in_copy = is_copy(info.entry.nr);
+    } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && in_copy) {
+      ::kill(pid, SIGSTOP); // pending: taken before the copy's caller runs again (the unpin)
+      return ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr) == 0;
+    }
+  }
+  ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
+  return false;
+}
+
+// Kills the peer when the test ends early: a peer left stopped would hold the teardown.
+struct PeerGuard {
+  pid_t pid;
+  ~PeerGuard() {
+    if (::waitpid(pid, nullptr, WNOHANG) != 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+};
+
+struct Target {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* listen = nullptr;
+  std::uint16_t port = 0;
+
+  Target() {
+    REQUIRE(ch != nullptr);
+    REQUIRE(rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP) == 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&a)) == 0);
+    REQUIRE(rdma_listen(listen, 1) == 0);
+    port = ntohs(rdma_get_src_port(listen));
+  }
+  ~Target() {
+    rdma_destroy_id(listen);
+    rdma_destroy_event_channel(ch);
+  }
+};
+
+} // namespace
+
+TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration it copies into",
+          "[datapath][samehost]") {
+  if (const char* v = std::getenv("UIWARP_SAME_HOST"); v && std::string(v) == "off") {
+    WARN("UIWARP_SAME_HOST=off: over TCP the target's own threads place every Write");
+    return;
+  }
+  // Another connection of the same context (both its ends in this process), up before the peer.
+  ConnectedPair other;
+  Target t;
+  std::string writer = "/proc/self/exe";
+  char self[4096] = {};
+  REQUIRE(::readlink(writer.c_str(), self, sizeof self - 1) > 0);
+  writer = std::string(self);
+  writer = writer.substr(0, writer.rfind('/') + 1) + "uiwarp-datapath-writer";
+  const pid_t peer = ::fork();
+  REQUIRE(peer >= 0);
+  if (peer == 0) {
+    const std::string port = std::to_string(t.port);
+    ::execl(writer.c_str(), writer.c_str(), port.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+
+  rdma_cm_id* sid = nullptr;
+  expect_event(t.ch, RDMA_CM_EVENT_CONNECT_REQUEST, &sid);
+  Side target;
+  PeerGuard guard{peer}; // before `target` goes
+  target.opt.buf_size = 4 << 20;
+  target.setup(sid);
+  struct {
+    std::uint64_t addr;
+    std::uint32_t rkey, length;
+  } range{reinterpret_cast<std::uintptr_t>(target.buf.data()), target.mr->rkey,
+          static_cast<std::uint32_t>(target.buf.size())};
+  rdma_conn_param cp{};
+  cp.private_data = &range;
+  cp.private_data_len = sizeof range;
+  REQUIRE(rdma_accept(sid, &cp) == 0);
+  rdma_cm_event* e = nullptr;
+  REQUIRE(rdma_get_cm_event(target.id->channel, &e) == 0);
+  REQUIRE(e->event == RDMA_CM_EVENT_ESTABLISHED);
+  rdma_ack_cm_event(e);
+
+  // The peer's Writes land: it takes the same-host path (not TCP) when one is copied in place.
+  const auto until = Clock::now() + 20s;
+  while (target.buf[0] != 'w' && Clock::now() < until)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(target.buf[0] == 'w');
+  REQUIRE(stop_in_copy(peer));
+  for (int i = 0; i < 1000 && proc_state(peer) != 'T'; ++i)
+    std::this_thread::sleep_for(1ms);
+  REQUIRE(proc_state(peer) == 'T');
+
+  std::atomic<bool> deregistered{false};
+  Clock::time_point dereg_done;
+  ibv_mr* held = std::exchange(target.mr, nullptr);
+  std::thread dereg([&] {
+    CHECK(ibv_dereg_mr(held) == 0);
+    dereg_done = Clock::now();
+    deregistered = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(deregistered.load()); // the peer's copy is in flight: the region may not go yet
+
+  // Everything else of the context goes on meanwhile. The bound is far below the stop (2 s):
+  // a verb held back by the stopped peer would take that long.
+  constexpr auto kQuick = 500ms;
+  auto quick = [&](const char* what, auto&& op) {
+    const auto t0 = Clock::now();
+    op();
+    const auto took = Clock::now() - t0;
+    INFO(what << " took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+              << " ms while the peer was stopped");
+    CHECK(took < kQuick);
+  };
+  std::vector<char> other_mem(1 << 16);
+  quick("ibv_reg_mr + ibv_dereg_mr", [&] {
+    ibv_mr* m = ibv_reg_mr(target.pd, other_mem.data(), other_mem.size(),
+                           IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    REQUIRE(m != nullptr);
+    CHECK(ibv_dereg_mr(m) == 0);
+  });
+  quick("ibv_create_cq + ibv_create_qp + destroy", [&] {
+    ibv_cq* cq = ibv_create_cq(target.id->verbs, 8, nullptr, nullptr, 0);
+    REQUIRE(cq != nullptr);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    ibv_qp* qp = ibv_create_qp(target.pd, &qa);
+    REQUIRE(qp != nullptr);
+    CHECK(ibv_destroy_qp(qp) == 0);
+    CHECK(ibv_destroy_cq(cq) == 0);
+  });
+  quick("an RDMA Write and a Send on another connection", [&] {
+    std::memset(other.client.at(0), 'o', 4096);
+    REQUIRE(other.server.post_recv(1, 8192, 64) == 0);
+    REQUIRE(other.client.post(IBV_WR_RDMA_WRITE, 2, 0, 4096,
+                              reinterpret_cast<std::uintptr_t>(other.server.at(0)),
+                              other.server.mr->rkey) == 0);
+    REQUIRE(other.client.post(IBV_WR_SEND, 3, 0, 64) == 0);
+    CHECK(poll_n(other.client.scq, 2).size() == 2);
+    CHECK(poll_n(other.server.rcq, 1).size() == 1);
+    CHECK(placed(other.server.at(0), other.client.at(0), 4096));
+  });
+  std::this_thread::sleep_for(1500ms); // the stop lasts 2 s; past a second the wait is logged
+  CHECK_FALSE(deregistered.load());
+
+  const auto cont = Clock::now();
+  REQUIRE(::kill(peer, SIGCONT) == 0);
+  dereg.join();
+  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(dereg_done - cont);
+  INFO("ibv_dereg_mr returned " << after.count() << " ms after SIGCONT");
+  CHECK(after < kQuick);
+
+  // No byte lands after it returned: the peer's next Write is refused and ends its connection.
+  std::memset(target.buf.data(), 0, target.buf.size());
+  int status = 0;
+  const auto exit_by = Clock::now() + 20s;
+  pid_t reaped = 0;
+  while ((reaped = ::waitpid(peer, &status, WNOHANG)) == 0 && Clock::now() < exit_by)
+    std::this_thread::sleep_for(5ms);
+  REQUIRE(reaped == peer);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  std::size_t landed = 0;
+  for (char c : target.buf)
+    landed += c != 0;
+  CHECK(landed == 0);
+}

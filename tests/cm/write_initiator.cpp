@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarp-datapath-writer PORT: the stopped peer of test_stopped_peer.cpp, a process of its own
+// so that the test can stop it (as a debugger or Ctrl-Z does) while it copies into the test's
+// memory over the same-host path. It connects to 127.0.0.1:PORT, takes the target's range
+// (address, rkey, length) from the Accept's private data, and writes it whole with 1 MiB RDMA
+// Writes of 'w', one at a time, until a Write fails (the target deregistered the range: its
+// Terminate ends the connection). Exits 0 then, 2-6 if the connection could not be made.
+#include <arpa/inet.h>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <vector>
+
+namespace {
+
+struct Range {
+  std::uint64_t addr;
+  std::uint32_t rkey;
+  std::uint32_t length;
+};
+
+bool expect(rdma_event_channel* ch, rdma_cm_event_type want, Range* range = nullptr) {
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(ch, &e)) return false;
+  const bool ok = e->event == want;
+  if (ok && range) {
+    if (e->param.conn.private_data_len < sizeof(Range)) return false;
+    std::memcpy(range, e->param.conn.private_data, sizeof(Range));
+  }
+  rdma_ack_cm_event(e);
+  return ok;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s PORT\n", argv[0]);
+    return 2;
+  }
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  if (!ch || rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP)) return 2;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(argv[1])));
+  if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&a), 5000) ||
+      !expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED) || rdma_resolve_route(id, 5000) ||
+      !expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED))
+    return 3;
+  constexpr std::uint32_t kPiece = 1 << 20;
+  ibv_pd* pd = ibv_alloc_pd(id->verbs);
+  ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
+  static std::vector<char> buf(kPiece, 'w');
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  if (!mr || rdma_create_qp(id, pd, &qa)) return 4;
+  rdma_conn_param cp{};
+  if (rdma_connect(id, &cp)) return 5;
+  Range r{};
+  if (!expect(ch, RDMA_CM_EVENT_ESTABLISHED, &r) || r.length < kPiece) return 6;
+  for (std::uint64_t n = 0;; ++n) {
+    ibv_sge s{reinterpret_cast<std::uintptr_t>(buf.data()), kPiece, mr->lkey};
+    ibv_send_wr wr{};
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &s;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r.addr + (n % (r.length / kPiece)) * kPiece;
+    wr.wr.rdma.rkey = r.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(id->qp, &wr, &bad)) return 0;
+    ibv_wc wc{};
+    int got = 0;
+    while ((got = ibv_poll_cq(cq, 1, &wc)) == 0) {
+    }
+    if (got < 0 || wc.status != IBV_WC_SUCCESS) return 0;
+  }
+}
