@@ -168,8 +168,8 @@ Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
         off = 0;
       }
     }
-    const ssize_t got =
-        write ? sh.peer->write(pin.pin, {part, k}) : sh.peer->read(pin.pin, {part, k});
+    const ssize_t got = write ? sh.peer->write(sh.peer_slot, pin.pin, {part, k})
+                              : sh.peer->read(sh.peer_slot, pin.pin, {part, k});
     reader.unpin(sh.peer_slot);
     if (got != static_cast<ssize_t>(want)) return Copy::Fault;
     done += want;

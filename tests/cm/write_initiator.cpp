@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// uiwarp-datapath-writer PORT: the stopped peer of test_stopped_peer.cpp, a process of its own
-// so that the test can stop it (as a debugger or Ctrl-Z does) while it copies into the test's
-// memory over the same-host path. It connects to 127.0.0.1:PORT, takes the target's range
-// (address, rkey, length) from the Accept's private data, and writes it whole with 1 MiB RDMA
-// Writes of 'w', one at a time, until a Write fails (the target deregistered the range: its
-// Terminate ends the connection). Exits 0 then, 2-6 if the connection could not be made.
+// uiwarp-datapath-writer PORT [PIECE]: the initiator of test_samehost_peers.cpp, a process of
+// its own so that the test can stop it (as a debugger or Ctrl-Z does) while it copies into a
+// target's memory over the same-host path. It connects to 127.0.0.1:PORT, takes the target's
+// range (address, rkey, length) from the Accept's private data, and writes it whole with RDMA
+// Writes of PIECE octets (1 MiB by default) of 'w', one at a time, until a Write fails (the
+// target deregistered the range, or went: the connection ends). Exits 0 then, 2-6 if the
+// connection could not be made.
 #include <arpa/inet.h>
 #include <cstdint>
 #include <cstdio>
@@ -38,8 +39,8 @@ bool expect(rdma_event_channel* ch, rdma_cm_event_type want, Range* range = null
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s PORT\n", argv[0]);
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: %s PORT [PIECE]\n", argv[0]);
     return 2;
   }
   rdma_event_channel* ch = rdma_create_event_channel();
@@ -53,7 +54,8 @@ int main(int argc, char** argv) {
       !expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED) || rdma_resolve_route(id, 5000) ||
       !expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED))
     return 3;
-  constexpr std::uint32_t kPiece = 1 << 20;
+  const std::uint32_t kPiece = argc == 3 ? static_cast<std::uint32_t>(std::atoi(argv[2])) : 1 << 20;
+  if (kPiece == 0 || kPiece > (1 << 20)) return 2;
   ibv_pd* pd = ibv_alloc_pd(id->verbs);
   ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
   static std::vector<char> buf(kPiece, 'w');

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <string>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -437,4 +438,32 @@ TEST_CASE("samehost host: the table costs memory for the entries in use, not its
   REQUIRE(rss_kb >= 0);
   INFO("the table's Rss: " << rss_kb << " kB of " << kLayout.bytes() / 1024 << " kB mapped");
   CHECK(rss_kb < 1024);
+}
+
+TEST_CASE("samehost host: a child of fork() forgets its parent's peer mapping without unmapping "
+          "what it has there",
+          "[samehost]") {
+  // The child never receives the peer's table (MADV_DONTFORK): the range is free in it, and
+  // may hold something of the child's own by the time it drops the inherited PeerRegion.
+  Fixture f;
+  if (!f.attach()) return;
+  std::byte* at = const_cast<std::byte*>(f.peer->address());
+  const std::size_t bytes = f.peer->bytes();
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    void* mine = ::mmap(at, bytes, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (mine != at) _exit(2); // the parent's mapping came along after all
+    static_cast<volatile char*>(mine)[bytes - 1] = 1;
+    f.peer.reset(); // the child's QP gives up the path
+    // Still mapped: mincore fails with ENOMEM on an unmapped range.
+    unsigned char vec[1];
+    _exit(::mincore(at, 4096, vec) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(f.pin(f.reg(acc::kRemoteWrite), f.va(0), 16) == Refusal::None); // the parent's works
 }

@@ -189,7 +189,7 @@ int peer_main(int in, int out, Script script) {
   for (std::size_t i = 0; i < data.size(); ++i)
     data[i] = pattern(i);
   const iovec local{data.data(), data.size()};
-  const ssize_t n = peer.write(pin.pin, {&local, 1});
+  const ssize_t n = peer.write(o.slot, pin.pin, {&local, 1});
   if (script == Script::HoldUntilTold) note(out, 'U'); // before the unpin: ordered by it
   reader.unpin(o.slot);
   if (n == -EPERM) return fail(out, 'S', "process_vm_writev: Operation not permitted");
@@ -328,7 +328,7 @@ TEST_CASE("samehost region: a table attached in one process carries a Write and 
   for (std::size_t i = 0; i < data.size(); ++i)
     data[i] = pattern(i);
   const iovec whole{data.data(), 200};
-  const ssize_t n = peer.write(w.pin, {&whole, 1});
+  const ssize_t n = peer.write(*slot, w.pin, {&whole, 1});
   if (n == -EPERM) {
     peer.reader().unpin(*slot);
     WARN("skipped, refused on this machine: process_vm_writev: Operation not permitted");
@@ -337,7 +337,7 @@ TEST_CASE("samehost region: a table attached in one process carries a Write and 
   CHECK(n == 200);
   // More local octets than the pin covers: the kernel stops at the pin, a short count.
   const iovec too_long{data.data(), 300};
-  CHECK(peer.write(w.pin, {&too_long, 1}) == 200);
+  CHECK(peer.write(*slot, w.pin, {&too_long, 1}) == 200);
   peer.reader().unpin(*slot);
   CHECK(std::equal(data.begin(), data.begin() + 200, buffer.begin() + 100));
   CHECK(buffer[99] == 0);
@@ -350,7 +350,7 @@ TEST_CASE("samehost region: a table attached in one process carries a Write and 
   REQUIRE(r);
   unsigned char first[40] = {}, second[60] = {};
   const iovec pieces[] = {{first, sizeof first}, {second, sizeof second}};
-  CHECK(peer.read(r.pin, pieces) == 100);
+  CHECK(peer.read(*slot, r.pin, pieces) == 100);
   peer.reader().unpin(*slot);
   CHECK(std::equal(first, first + 40, buffer.begin() + 1000));
   CHECK(std::equal(second, second + 60, buffer.begin() + 1040));

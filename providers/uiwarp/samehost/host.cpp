@@ -32,8 +32,6 @@ bool parse_uuid(const char* s, std::array<std::byte, 16>& out) {
   return n == 32;
 }
 
-std::atomic<std::uint32_t> g_forks{0};
-
 // A process's state as /proc/PID/stat's third field says it, in the words ps(1) uses.
 std::string process_state(pid_t pid) {
   char path[32], buf[512];
@@ -70,17 +68,6 @@ void nap(int round) {
 }
 
 } // namespace
-
-std::uint32_t fork_generation() {
-  // Registered by the first call, which comes before anything is made that a child must not
-  // touch (a table, a peer's mapping): so every fork() after it counts.
-  static const bool registered = [] {
-    ::pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
-    return true;
-  }();
-  (void)registered;
-  return g_forks.load(std::memory_order_relaxed);
-}
 
 Identity identity() {
   Identity id;

@@ -41,12 +41,6 @@ Identity identity();
 std::array<std::byte, 16> to_bytes(Nonce n);
 Nonce to_nonce(const std::array<std::byte, 16>& b);
 
-// How many fork()s this process is from the one where the count started (a pthread_atfork
-// child handler adds one, before the child runs anything else). A table or a peer's mapping
-// made at another count is the parent's: a child must not write there. One relaxed load, for
-// the post path.
-std::uint32_t fork_generation();
-
 // Why `offer` does not qualify for a peer that is `self`, or "" when it does.
 std::string mismatch(const iwarp::SameHostOffer& offer, const Identity& self);
 

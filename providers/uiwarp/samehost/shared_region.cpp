@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -30,7 +31,8 @@ constexpr int kYields = 16; // sched_yield rounds before sleeping
 constexpr int kFirstNapNs = 50'000;
 constexpr int kLongestNapNs = 1'000'000;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
-constexpr std::int64_t kAliveCheckNs = 1'000'000; // copy(): how long a look at the pidfd holds
+constexpr std::int64_t kAliveCheckNs = 1'000'000; // copy_vm(): how long a look at alive() holds
+constexpr std::size_t kMaxLocal = 64; // local iovecs of one copy (the data path has up to 17)
 
 std::string describe(const std::string& step, int e) {
   char buf[128];
@@ -76,7 +78,24 @@ struct Closer {
   }
 };
 
+std::atomic<std::uint32_t> g_forks{0};
+
 } // namespace
+
+std::uint32_t fork_generation() {
+  // Registered by the first call, which comes before anything is made that a child must not
+  // touch (a table, a peer's mapping): so every fork() after it counts.
+  static const bool registered = [] {
+    ::pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+    return true;
+  }();
+  (void)registered;
+  return g_forks.load(std::memory_order_relaxed);
+}
+
+bool made_here(std::uint32_t generation, pid_t pid) {
+  return generation == fork_generation() && pid == ::getpid();
+}
 
 // ---- target side ----------------------------------------------------------------------------
 
@@ -218,9 +237,9 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   const std::string what = "fd " + std::to_string(remote_fd) + " of " + who;
   PeerRegion p; // its destructor closes and unmaps what a failure leaves
   p.pid_ = pid;
-  p.pidfd_ = open_pidfd(pid);
-  if (p.pidfd_ < 0) return failed_call<PeerRegion>(errno, "pidfd_open(", who, ")");
-  Closer fd{take_fd(p.pidfd_, remote_fd)};
+  const Closer pidfd{open_pidfd(pid)};
+  if (pidfd.fd < 0) return failed_call<PeerRegion>(errno, "pidfd_open(", who, ")");
+  Closer fd{take_fd(pidfd.fd, remote_fd)};
   if (fd.fd < 0) {
     const int e = errno;
     const std::string step = "pidfd_getfd(" + what + ")";
@@ -281,6 +300,8 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   // the target's pidfd watches us, not it.
   if (::madvise(p.base_, bytes, MADV_DONTFORK) != 0)
     return failed_call<PeerRegion>(errno, "madvise(MADV_DONTFORK)");
+  p.forks_ = fork_generation();
+  p.owner_ = ::getpid();
 
   if (const AttachError e = p.reader_.attach({p.base_, bytes}); e != AttachError::None)
     return bad(e);
@@ -289,6 +310,14 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   // Another process than the one that offered (a pid reused, a wrong pid): not our table.
   if (p.reader_.nonce() != expected)
     return failed<PeerRegion>("nonce mismatch: " + who + " is not the process that offered");
+  // The target's address space, held from here on: its descriptor copies into that one only,
+  // whatever the pid runs later. The same ptrace access check as process_vm_writev.
+  const std::string mem = "/proc/" + std::to_string(pid) + "/mem";
+  p.mem_fd_ = ::open(mem.c_str(), O_RDWR | O_CLOEXEC);
+  if (p.mem_fd_ < 0) return failed_call<PeerRegion>(errno, "open(", mem, ")");
+  // Bound to the process that offered: the table is mapped there, at the address it says.
+  if (!p.alive())
+    return failed<PeerRegion>(mem + ": the table is not where " + who + " says it is");
   return made(std::move(p));
 }
 
@@ -298,10 +327,12 @@ PeerRegion& PeerRegion::operator=(PeerRegion&& o) noexcept {
   if (this == &o) return *this;
   reset();
   pid_ = std::exchange(o.pid_, 0);
-  pidfd_ = std::exchange(o.pidfd_, -1);
+  mem_fd_ = std::exchange(o.mem_fd_, -1);
   alive_at_.store(o.alive_at_.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
   base_ = std::exchange(o.base_, nullptr);
   bytes_ = std::exchange(o.bytes_, 0);
+  forks_ = std::exchange(o.forks_, 0);
+  owner_ = std::exchange(o.owner_, 0);
   reader_ = std::exchange(o.reader_, Reader{}); // its pointers name the mapping, which stays
   return *this;
 }
@@ -310,26 +341,57 @@ PeerRegion::~PeerRegion() { reset(); }
 
 void PeerRegion::reset() noexcept {
   reader_ = Reader{};
-  if (base_) ::munmap(base_, bytes_);
-  if (pidfd_ >= 0) ::close(pidfd_);
+  // In a child of fork() (or clone()) the range was never inherited (MADV_DONTFORK): whatever
+  // the child has mapped there since is its own, not ours to unmap.
+  if (base_ && made_here(forks_, owner_)) ::munmap(base_, bytes_);
+  if (mem_fd_ >= 0) ::close(mem_fd_);
   alive_at_.store(0, std::memory_order_relaxed);
   pid_ = 0;
-  pidfd_ = -1;
+  mem_fd_ = -1;
   base_ = nullptr;
   bytes_ = 0;
+  forks_ = 0;
+  owner_ = 0;
 }
 
 bool PeerRegion::alive() const {
-  if (pidfd_ < 0) return false;
-  pollfd p{pidfd_, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 0; // readable: exited
+  // The header's nonce, read through the address space the descriptor was opened on: it reads
+  // nothing once that process has exited or exec'd (the kernel drops the old address space).
+  const std::uint64_t at = reader_.target_address(offsetof(Header, nonce_lo));
+  std::uint64_t word = 0;
+  return mem_fd_ >= 0 &&
+         ::pread(mem_fd_, &word, sizeof word, static_cast<off_t>(at)) ==
+             static_cast<ssize_t>(sizeof word) &&
+         word == reader_.nonce().lo;
 }
 
 // The kernel copies program memory here, which ThreadSanitizer cannot see ordered: the pin,
-// the unpin and the target's drain order it (iwarp/dma.hpp). process_vm_writev and
-// process_vm_readv take the same arguments.
-ssize_t PeerRegion::copy(VmCopy op, const Pin& pin, std::span<const iovec> local) const {
-  // The pid must still name the target. Its pidfd says so at the cost of a system call, as
+// the unpin and the target's drain order it (iwarp/dma.hpp).
+ssize_t PeerRegion::copy(bool write, std::uint32_t slot, const Pin& pin,
+                         std::span<const iovec> local) const {
+  iwarp::DmaScope dma;
+  if (pin.length > kMemCopyMax) return copy_vm(write, slot, pin, local);
+  // One system call, and exact: the descriptor's address space or nothing. As fast as
+  // process_vm_* for small copies, slower for large ones (it goes a page at a time). The file
+  // has no range of its own, as process_vm_*'s remote iovec is: the local octets are cut at
+  // the pin's length here, so that nothing beyond the pinned range is touched.
+  iovec l[kMaxLocal];
+  int n = 0;
+  for (std::size_t i = 0, left = pin.length; i < local.size() && left > 0; ++i) {
+    if (n == static_cast<int>(kMaxLocal)) return -EINVAL;
+    l[n] = {local[i].iov_base, std::min(local[i].iov_len, left)};
+    left -= l[n++].iov_len;
+  }
+  const auto off = static_cast<off_t>(pin.host);
+  const ssize_t got = write ? ::pwritev(mem_fd_, l, n, off) : ::preadv(mem_fd_, l, n, off);
+  if (got < 0) return -errno;
+  // 0 at an address space that is gone; a short count inside one that is not.
+  return got == 0 && pin.length != 0 && !alive() ? -ESRCH : got;
+}
+
+ssize_t PeerRegion::copy_vm(bool write, std::uint32_t slot, const Pin& pin,
+                            std::span<const iovec> local) const {
+  // The pid must still name the target. alive() says so at the cost of a system call, as
   // much as a small copy itself; a pid is given to another process only after the kernel has
   // handed out every other one (it allocates them cyclically up to pid_max, 4194304 by
   // default), which no machine does within kAliveCheckNs of the target's exit.
@@ -340,26 +402,46 @@ ssize_t PeerRegion::copy(VmCopy op, const Pin& pin, std::span<const iovec> local
     if (!alive()) return -ESRCH;
     alive_at_.store(now, std::memory_order_relaxed);
   }
-  const iovec remote{reinterpret_cast<void*>(pin.host), pin.length};
-  iwarp::DmaScope dma;
-  const ssize_t n = op(pid_, local.data(), local.size(), &remote, 1, 0);
-  return n < 0 ? -errno : n;
+  // Between two looks the target may exec: process_vm_* then reaches the new image, by pid.
+  // Its first iovec is the table's own mapping, which the new image lacks there: the call
+  // faults on it before any octet of the data moves (it copies the iovecs in order, all in
+  // the address space it found at its start). A Read checks that it read the nonce.
+  if (local.size() >= kMaxLocal) return -EINVAL;
+  iovec l[kMaxLocal];
+  iovec r[2];
+  std::uint64_t canary = reader_.nonce().lo;
+  l[0] = {&canary, sizeof canary};
+  std::copy(local.begin(), local.end(), l + 1);
+  r[0] = {reinterpret_cast<void*>(reader_.target_address(write ? reader_.canary_offset(slot)
+                                                               : offsetof(Header, nonce_lo))),
+          sizeof canary};
+  r[1] = {reinterpret_cast<void*>(pin.host), pin.length};
+  const ssize_t got = write ? ::process_vm_writev(pid_, l, local.size() + 1, r, 2, 0)
+                            : ::process_vm_readv(pid_, l, local.size() + 1, r, 2, 0);
+  if (got < 0) return -errno;
+  if (got < static_cast<ssize_t>(sizeof canary)) return -EFAULT;
+  if (!write && canary != reader_.nonce().lo) return -ESRCH; // another image answered
+  return got - static_cast<ssize_t>(sizeof canary);
 }
 
-ssize_t PeerRegion::write(const Pin& pin, std::span<const iovec> local) const {
-  return copy(::process_vm_writev, pin, local);
+ssize_t PeerRegion::write(std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const {
+  return copy(true, slot, pin, local);
 }
 
-ssize_t PeerRegion::read(const Pin& pin, std::span<const iovec> local) const {
-  return copy(::process_vm_readv, pin, local);
+ssize_t PeerRegion::read(std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const {
+  return copy(false, slot, pin, local);
 }
 
 int PeerRegion::probe(std::uint32_t slot, std::uint64_t value) const {
   if (slot >= reader_.layout().slots) return -EINVAL;
-  const Pin word{reader_.target_address(reader_.probe_offset(slot)), sizeof value};
+  // process_vm_writev, as large copies go (copy_vm): a seccomp filter may refuse it while it
+  // lets /proc/PID/mem open.
+  const iovec remote{reinterpret_cast<void*>(reader_.target_address(reader_.probe_offset(slot))),
+                     sizeof value};
   const iovec local{&value, sizeof value};
-  const ssize_t n = copy(::process_vm_writev, word, {&local, 1});
-  if (n < 0) return static_cast<int>(n);
+  iwarp::DmaScope dma;
+  const ssize_t n = ::process_vm_writev(pid_, &local, 1, &remote, 1, 0);
+  if (n < 0) return -errno;
   return n == sizeof value ? 0 : -EIO;
 }
 

@@ -34,6 +34,16 @@ template <class T> struct Result {
 
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
 
+// How many fork()s this process is from the one where the count started (a pthread_atfork
+// child handler adds one, before the child runs anything else). A table or a peer's mapping
+// made at another count is the parent's: a child must not write there. One relaxed load, for
+// the post path.
+std::uint32_t fork_generation();
+
+// Whether this process made what it recorded at `generation` with pid `pid`: false in a child
+// of fork() (counted), or of clone() without fork() (another pid).
+bool made_here(std::uint32_t generation, pid_t pid);
+
 // Target side: one per device context, made when the first peer asks. Not thread-safe, like
 // the Publisher it holds: the caller serialises its calls.
 class PublishedRegion {
@@ -108,34 +118,45 @@ public:
   pid_t pid() const { return pid_; }
   const std::byte* address() const { return base_; }
   std::size_t bytes() const { return bytes_; }
-  // False once the target has exited (its pidfd polls readable).
+  // False once the target no longer runs the program that offered: it exited (a zombie, or
+  // its pid given to another process) or it called execve (another address space).
   bool alive() const;
 
-  // Copies `local` to (write) or from (read) the pinned range of the target, in one system
-  // call: the octets copied, or -errno. Fewer octets than asked is a failure too (part of the
-  // range unmapped, or more local octets than the pin covers): the caller takes the TCP path.
-  // -ESRCH once the target has exited: process_vm_* names it by pid, which another process
-  // may get after it is reaped. (Checked once a millisecond, not per call: see copy().)
-  ssize_t write(const Pin& pin, std::span<const iovec> local) const;
-  ssize_t read(const Pin& pin, std::span<const iovec> local) const;
+  // Copies `local` to (write) or from (read) the pinned range of the target, through `slot`:
+  // the octets copied, or -errno. Fewer octets than asked is a failure too (part of the range
+  // unmapped, or more local octets than the pin covers): the caller takes the TCP path.
+  // -ESRCH once the target no longer runs the program that offered (alive()). Up to
+  // kMemCopyMax octets go through /proc/PID/mem, whose descriptor is bound to the address space
+  // it was opened on: after an exec or exit it copies nothing, so those copies never land in
+  // another program. Larger ones go through process_vm_writev/readv, which is faster there
+  // and names the target by pid: alive() is asked once a millisecond, and the first iovec of
+  // the call goes to the table's own mapping (the slot's canary, the header's nonce), which an
+  // image after an exec does not have where the offering one had it.
+  static constexpr std::size_t kMemCopyMax = 16 << 10;
+  ssize_t write(std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const;
+  ssize_t read(std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const;
   // The set-up's probe: writes `value` into the probe word of `slot`'s answer with
-  // process_vm_writev, the way the data path copies. 0 or -errno (EPERM: Yama's ptrace_scope,
-  // seccomp, a target that is not dumpable; ESRCH: gone).
+  // process_vm_writev, as large copies go. 0 or -errno (EPERM: Yama's ptrace_scope, seccomp,
+  // a target that is not dumpable; ESRCH: gone).
   int probe(std::uint32_t slot, std::uint64_t value) const;
 
 private:
-  using VmCopy = ssize_t (*)(pid_t, const iovec*, unsigned long, const iovec*, unsigned long,
-                             unsigned long);
-  ssize_t copy(VmCopy op, const Pin& pin, std::span<const iovec> local) const;
+  ssize_t copy(bool write, std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const;
+  ssize_t copy_vm(bool write, std::uint32_t slot, const Pin& pin,
+                  std::span<const iovec> local) const;
   PeerRegion() = default;
   void reset() noexcept;
 
   pid_t pid_ = 0;
-  int pidfd_ = -1;
-  // When alive() last said yes (steady clock, ns): copy() asks again after kAliveCheckNs.
+  int mem_fd_ = -1; // /proc/PID/mem of the target, opened at attach: its address space
+  // When alive() last said yes (steady clock, ns): large copies ask again after kAliveCheckNs.
   mutable std::atomic<std::int64_t> alive_at_{0};
   std::byte* base_ = nullptr;
   std::size_t bytes_ = 0;
+  // Who mapped base_: a child of fork() has no such mapping (MADV_DONTFORK), and must not
+  // unmap what it has there now.
+  std::uint32_t forks_ = 0;
+  pid_t owner_ = 0;
   Reader reader_;
 };
 

@@ -349,6 +349,10 @@ std::size_t Reader::probe_offset(std::uint32_t slot) const {
          5 * sizeof(Word);
 }
 
+std::size_t Reader::canary_offset(std::uint32_t slot) const {
+  return layout_.slots_offset() + std::size_t{slot} * sizeof(Slot) + offsetof(Slot, canary);
+}
+
 std::string_view reason_name(AttachError e) {
   switch (e) {
   case AttachError::None: return "attached";

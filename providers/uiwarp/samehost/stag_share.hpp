@@ -63,11 +63,13 @@ struct Entry {
 // consumed: the target's count of stream octets it has processed to the end of an FPDU,
 // which the peer compares with what it sent over TCP before a copy may pass it. epoch: bumped
 // each time the slot opens, so a peer of an earlier connection through it can tell. answer:
-// the peer's words from connection set-up (SlotAnswer), on a cache line of their own.
+// the peer's words from connection set-up (SlotAnswer), on a cache line of their own. canary:
+// the peer's to write, first in each large copy's system call (PeerRegion), meaning nothing.
 struct Slot {
   Word holder;
   Word owner, consumed, epoch;
-  Word reserved[4];
+  Word canary;
+  Word reserved[3];
   Word answer[8];
 };
 
@@ -244,6 +246,7 @@ public:
   // The target's address of the octet at `offset` in the table, and the probe word's offset.
   std::uint64_t target_address(std::size_t offset) const;
   std::size_t probe_offset(std::uint32_t slot) const;
+  std::size_t canary_offset(std::uint32_t slot) const;
 
 private:
   const Header* header_ = nullptr;

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// A same-host peer stopped in the middle of a copy into this process (a debugger's breakpoint,
-// Ctrl-Z, a cgroup freezer) holds only the verb that must wait for that copy: ibv_dereg_mr of
-// the region it copies into returns once the peer has run again, as an RNIC's deregistration
-// waits for its DMA, and meanwhile every other verb of the context, and the data of another
-// connection, go on. The peer is uiwarp-datapath-writer (write_initiator.cpp), a child the test
-// traces: it is stopped exactly at the end of a copy's system call, when its pin on the region
-// is still held, then given SIGSTOP and let go, so that it sits stopped (state T) holding it.
+// Same-host peers that stop or change under the path, as real programs' peers do:
+//  - A peer stopped in the middle of a copy into this process (a debugger's breakpoint, Ctrl-Z,
+//    a cgroup freezer) holds only the verb that must wait for that copy: ibv_dereg_mr of the
+//    region it copies into returns once the peer has run again, as an RNIC's deregistration
+//    waits for its DMA, and meanwhile every other verb of the context, and the data of another
+//    connection, go on.
+//  - A target that calls execve while a copy into it is on its way gets no octet of it in the
+//    program it became, even one that maps memory where the region was.
+// The initiator is uiwarp-datapath-writer (write_initiator.cpp), a child the test traces: it is
+// stopped exactly at a copy's system call (its pin held), then given SIGSTOP and let go, so
+// that it sits stopped (state T). The exec'ing target is uiwarp-datapath-exec-target
+// (exec_target.cpp).
 #include "connected_pair.hpp"
 
 #include <atomic>
@@ -14,6 +19,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <string>
 #include <sys/ptrace.h>
@@ -21,6 +28,7 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace dp;
 using Clock = std::chrono::steady_clock;
@@ -41,10 +49,11 @@ bool is_copy(std::uint64_t nr) {
   return nr == SYS_process_vm_writev || nr == SYS_pwritev || nr == SYS_pwritev2;
 }
 
-// Traces `pid` until it leaves a copy system call (the data path's process_vm_writev, or a
-// pwritev of /proc/PID/mem): it then holds its pin, and stays stopped (SIGSTOP, sent while
+// Traces `pid` to a copy system call of the data path (process_vm_writev, or pwritev of
+// /proc/PID/mem): to its end (`at_entry` false: the copy has run, the pin is still held) or to
+// its start (the copy runs when the process does). There it stays stopped (SIGSTOP, sent while
 // traced, taken as soon as it is let go) as a process in a debugger or Ctrl-Z'ed does.
-bool stop_in_copy(pid_t pid) {
+bool stop_in_copy(pid_t pid, bool at_entry = false) {
   // TRACESYSGOOD: without it a system call stop is a plain SIGTRAP, which
   // PTRACE_GET_SYSCALL_INFO does not describe.
   if (::ptrace(PTRACE_SEIZE, pid, nullptr, PTRACE_O_TRACESYSGOOD) != 0) return false;
@@ -57,16 +66,64 @@ bool stop_in_copy(pid_t pid) {
     if (::waitpid(pid, &status, __WALL) != pid || !WIFSTOPPED(status)) return false;
     __ptrace_syscall_info info{};
     if (::ptrace(PTRACE_GET_SYSCALL_INFO, pid, sizeof info, &info) <= 0) continue;
-    if (info.op == PTRACE_SYSCALL_INFO_ENTRY) {
-      in_copy = is_copy(info.entry.nr);
-    } else if (info.op == PTRACE_SYSCALL_INFO_EXIT && in_copy) {
-      ::kill(pid, SIGSTOP); // pending: taken before the copy's caller runs again (the unpin)
+    if (info.op == PTRACE_SYSCALL_INFO_ENTRY) in_copy = is_copy(info.entry.nr);
+    if (in_copy && (info.op == PTRACE_SYSCALL_INFO_ENTRY) == at_entry) {
+      ::kill(pid, SIGSTOP); // pending: taken before the process runs a user instruction
       return ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr) == 0;
     }
   }
   ::ptrace(PTRACE_DETACH, pid, nullptr, nullptr);
   return false;
 }
+
+// The path of a program built beside this one.
+std::string beside(const char* name) {
+  char self[4096] = {};
+  REQUIRE(::readlink("/proc/self/exe", self, sizeof self - 1) > 0);
+  const std::string me(self);
+  return me.substr(0, me.rfind('/') + 1) + name;
+}
+
+// A program beside this one, its stdin and stdout piped to the test.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+  int in = -1;
+  explicit Child(std::vector<std::string> args) {
+    int o[2], i[2];
+    REQUIRE(::pipe2(o, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(i, O_CLOEXEC) == 0);
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::dup2(o[1], 1);
+      ::dup2(i[0], 0);
+      std::vector<char*> argv;
+      for (std::string& a : args)
+        argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(o[1]);
+    ::close(i[0]);
+    out = ::fdopen(o[0], "r");
+    in = i[1];
+  }
+  std::string line() {
+    char buf[128] = {};
+    if (!std::fgets(buf, sizeof buf, out)) return "(end of output)";
+    return std::string(buf, std::strcspn(buf, "\n"));
+  }
+  ~Child() {
+    if (::waitpid(pid, nullptr, WNOHANG) == 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (out) std::fclose(out);
+    if (in >= 0) ::close(in);
+  }
+};
 
 // Kills the peer when the test ends early: a peer left stopped would hold the teardown.
 struct PeerGuard {
@@ -110,11 +167,7 @@ TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration
   // Another connection of the same context (both its ends in this process), up before the peer.
   ConnectedPair other;
   Target t;
-  std::string writer = "/proc/self/exe";
-  char self[4096] = {};
-  REQUIRE(::readlink(writer.c_str(), self, sizeof self - 1) > 0);
-  writer = std::string(self);
-  writer = writer.substr(0, writer.rfind('/') + 1) + "uiwarp-datapath-writer";
+  const std::string writer = beside("uiwarp-datapath-writer");
   const pid_t peer = ::fork();
   REQUIRE(peer >= 0);
   if (peer == 0) {
@@ -230,4 +283,32 @@ TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration
   for (char c : target.buf)
     landed += c != 0;
   CHECK(landed == 0);
+}
+
+TEST_CASE("a target that execs while a same-host copy into it is on its way gets none of it",
+          "[datapath][samehost]") {
+  if (const char* v = std::getenv("UIWARP_SAME_HOST"); v && std::string(v) == "off") {
+    WARN("UIWARP_SAME_HOST=off: over TCP the target's own threads place every Write");
+    return;
+  }
+  // Both ways a Write is copied: through /proc/PID/mem (up to 16 KiB) and process_vm_writev.
+  for (const char* piece : {"8192", "1048576"}) {
+    INFO("Writes of " << piece << " octets");
+    const std::string port = std::to_string(20000 + (::getpid() + piece[0]) % 20000);
+    Child target({beside("uiwarp-datapath-exec-target"), port});
+    REQUIRE(target.line() == "LISTENING");
+    Child writer({beside("uiwarp-datapath-writer"), port, piece});
+    REQUIRE(target.line() == "WRITTEN");
+    // The writer stopped where its next copy starts: it runs once the target has become
+    // another program, with memory where the region was.
+    REQUIRE(stop_in_copy(writer.pid, /*at_entry=*/true));
+    REQUIRE(::write(target.in, "exec\n", 5) == 5);
+    REQUIRE(target.line() == "MAPPED");
+    REQUIRE(::kill(writer.pid, SIGCONT) == 0);
+    CHECK(target.line() == "CLEAN");
+    int status = 0;
+    REQUIRE(::waitpid(writer.pid, &status, 0) == writer.pid);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0); // its Writes failed, and it saw that
+  }
 }

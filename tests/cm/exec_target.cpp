@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// uiwarp-datapath-exec-target PORT: the target of test_samehost_peers.cpp's exec case. It
+// listens on 127.0.0.1:PORT and accepts one connection with a 4 MiB region at kAt (a fixed
+// address, so that the program it becomes can map the same range), open to remote writes, its
+// range in the Accept's private data; prints "WRITTEN" once a peer's Write has landed in it,
+// then waits for a line on stdin and calls execve on itself with "--after": that image maps
+// the same range, zeroed, prints "MAPPED", waits 500 ms for the peer's copies in flight, and
+// prints "CLEAN", or "LANDED n" with the count of octets someone wrote into it.
+#include <arpa/inet.h>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+namespace {
+
+void* const kAt = reinterpret_cast<void*>(std::uintptr_t{0x3f00'0000'0000});
+constexpr std::size_t kLength = 4 << 20;
+
+void* map_range() {
+  void* m = ::mmap(kAt, kLength, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  return m == kAt ? m : nullptr;
+}
+
+int after() {
+  const auto* mem = static_cast<const volatile char*>(map_range());
+  if (!mem) return 2;
+  std::printf("MAPPED\n");
+  std::fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  std::size_t landed = 0;
+  for (std::size_t i = 0; i < kLength; ++i)
+    landed += mem[i] != 0;
+  if (landed == 0)
+    std::printf("CLEAN\n");
+  else
+    std::printf("LANDED %zu\n", landed);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--after") == 0) return after();
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s PORT | --after\n", argv[0]);
+    return 2;
+  }
+  char* buf = static_cast<char*>(map_range());
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* listen = nullptr;
+  if (!buf || !ch || rdma_create_id(ch, &listen, nullptr, RDMA_PS_TCP)) return 2;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(argv[1])));
+  if (rdma_bind_addr(listen, reinterpret_cast<sockaddr*>(&a)) || rdma_listen(listen, 1)) return 3;
+  std::printf("LISTENING\n");
+  std::fflush(stdout);
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(ch, &e) || e->event != RDMA_CM_EVENT_CONNECT_REQUEST) return 4;
+  rdma_cm_id* id = e->id;
+  rdma_ack_cm_event(e);
+  ibv_pd* pd = ibv_alloc_pd(id->verbs);
+  ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
+  ibv_mr* mr = ibv_reg_mr(pd, buf, kLength, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ibv_qp_init_attr qa{};
+  qa.send_cq = qa.recv_cq = cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  if (!mr || rdma_create_qp(id, pd, &qa)) return 5;
+  struct {
+    std::uint64_t addr;
+    std::uint32_t rkey, length;
+  } range{reinterpret_cast<std::uintptr_t>(buf), mr->rkey, static_cast<std::uint32_t>(kLength)};
+  rdma_conn_param cp{};
+  cp.private_data = &range;
+  cp.private_data_len = sizeof range;
+  if (rdma_accept(id, &cp)) return 6;
+  while (static_cast<volatile char*>(buf)[0] != 'w')
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::printf("WRITTEN\n");
+  std::fflush(stdout);
+  char line[16];
+  if (!std::fgets(line, sizeof line, stdin)) return 7;
+  // As a program does: no teardown of its verbs objects, its descriptors close at exec.
+  ::execl("/proc/self/exe", argv[0], "--after", static_cast<char*>(nullptr));
+  return 8;
+}
