@@ -191,8 +191,23 @@ void Progress::run() {
   }
 }
 
+void Progress::watch_grants(samehost::Host& host) {
+  const int fd = host.grant_fd();
+  std::lock_guard lock(timers_mu_);
+  if (fd < 0 || fd == grant_fd_) return;
+  grants_.store(&host, std::memory_order_release);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &grants_;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0) grant_fd_ = fd;
+}
+
 void Progress::take_events(int n, const epoll_event* evs, drive::Ns now) {
   for (int i = 0; i < n; ++i) {
+    if (evs[i].data.ptr == &grants_) { // a same-host peer asks for this process's grant
+      if (samehost::Host* h = grants_.load(std::memory_order_acquire)) h->serve_grant();
+      continue;
+    }
     auto* qp = static_cast<Qp*>(evs[i].data.ptr);
     if (!qp) {
       std::uint64_t v;

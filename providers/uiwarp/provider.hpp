@@ -429,6 +429,8 @@ public:
   // qp->mu held: the QP's drive has a new poll_at() (held posts, parking, a held Send); the
   // thread looks at the QP by then (the list holds a reference while it has the QP).
   void schedule(Qp* qp, drive::Ns now);
+  // Answers the same-host grants of `host` (its listener) from now on.
+  void watch_grants(samehost::Host& host);
 
 private:
   void run();
@@ -440,6 +442,8 @@ private:
   int wakefd_ = -1;
   pid_t owner_ = ::getpid();
   std::atomic<bool> stop_{false};
+  std::atomic<samehost::Host*> grants_{nullptr}; // epoll's tag for its listener: &grants_
+  int grant_fd_ = -1;                            // the listener watched (under timers_mu_)
   std::mutex timers_mu_; // timers_, released_, wake_at_ and each listed Qp's timer_at
   std::vector<Qp*> timers_;
   std::vector<Qp*> released_;

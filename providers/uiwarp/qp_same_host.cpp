@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <sys/uio.h>
@@ -63,10 +64,49 @@ std::string errno_text(const char* step, int e) {
   return std::string(step) + ": " + strerror_r(e, buf, sizeof buf);
 }
 
-// Attaches to the peer's table at `slot` and proves the copy works with the probe. "" or why not.
+// How long set-up waits for a peer's grant: its progress thread answers at once, unless the
+// peer is stopped or gone (then TCP).
+constexpr int kGrantWaitMs = 200;
+
+// The peer's grant (grant.hpp), asked for and waited for here.
+samehost::Result<PeerRegion> granted_peer(pid_t pid, int table_fd, samehost::Nonce nonce) {
+  auto req = samehost::GrantRequest::start(pid, table_fd, nonce);
+  if (!req) return {std::nullopt, req.error, req.errnum};
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGrantWaitMs);
+  for (;;) {
+    auto g = req.value->poll();
+    if (g) return PeerRegion::attach_granted(pid, g.value->table_fd, g.value->mem_fd, nonce);
+    if (!g.error.empty()) return {std::nullopt, g.error, g.errnum};
+    if (std::chrono::steady_clock::now() >= until)
+      return {std::nullopt,
+              "no grant from pid " + std::to_string(pid) + " within " +
+                  std::to_string(kGrantWaitMs) + " ms",
+              ETIMEDOUT};
+    ::usleep(100);
+  }
+}
+
+const char* reach_name(PeerRegion::Reach r) {
+  switch (r) {
+  case PeerRegion::Reach::ProcessVm: return "same-host (process_vm)";
+  case PeerRegion::Reach::ProcMem: return "same-host (/proc/pid/mem)";
+  case PeerRegion::Reach::Granted: return "same-host (granted)";
+  }
+  return "same-host";
+}
+
+// Reaches the peer's table at `slot` and proves the copy works with the probe: the ptrace way
+// where the kernel allows it (process_vm_* for large copies, else /proc/PID/mem alone), the
+// peer's grant where it does not (Yama's ptrace_scope, seccomp, a target that is not
+// dumpable). "" or why not.
 std::string attach_peer(Qp* qp, pid_t pid, int table_fd, samehost::Nonce nonce,
                         std::uint32_t slot) {
   auto r = PeerRegion::attach(pid, table_fd, nonce);
+  if (!r && (r.errnum == EPERM || r.errnum == EACCES || r.errnum == ENOSYS)) {
+    auto g = granted_peer(pid, table_fd, nonce);
+    if (!g) return r.error + "; " + g.error;
+    r = std::move(g);
+  }
   if (!r) return r.error;
   if (slot >= r.value->reader().layout().slots) return "the peer's slot is out of range";
   Qp::SameHost& sh = qp->sh;
@@ -79,9 +119,24 @@ std::string probe_peer(Qp* qp) {
   Qp::SameHost& sh = qp->sh;
   sh.owner = sh.peer->reader().owner(sh.peer_slot);
   sh.forks = samehost::fork_generation();
-  if (int e = sh.peer->probe(sh.peer_slot, qp->vqp.qp.qp_num | 1ull << 32); e < 0)
-    return errno_text("process_vm_writev", -e);
+  const std::uint64_t word = qp->vqp.qp.qp_num | 1ull << 32;
+  int e = sh.peer->probe(sh.peer_slot, word);
+  if (e == -EPERM || e == -ENOSYS) { // process_vm_* refused (seccomp): /proc/PID/mem alone
+    sh.peer->use_proc_mem();
+    e = sh.peer->probe(sh.peer_slot, word);
+  }
+  if (e < 0)
+    return errno_text(sh.peer->reach() == PeerRegion::Reach::ProcessVm ? "process_vm_writev"
+                                                                       : "/proc/pid/mem",
+                      -e);
   return {};
+}
+
+// This process's grants are answered by its progress thread (started here if it is not yet):
+// a peer asks for one while it sets up, before either end has sent anything.
+void serve_grants(Context* c) {
+  if (c->start_progress() == 0)
+    if (Progress* p = c->progress()) p->watch_grants(c->same_host);
 }
 
 // The responder: the initiator's answer is in our slot once its probe word is set.
@@ -100,7 +155,7 @@ void finish_responder(Qp* qp) {
   if (!why.empty()) return give_up(qp, why);
   ctx->same_host.watch(sh.my_slot, static_cast<pid_t>(a.pid));
   sh.state = Qp::SameHost::State::On;
-  report_path(qp, "same-host");
+  report_path(qp, reach_name(sh.peer->reach()));
 }
 
 // Where a Write's octets come from or a Read's go, as iovecs in this process: false if an
@@ -211,6 +266,7 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   if (!opened) return give_up(this, opened.error);
   sh.mine = true;
   sh.my_slot = opened.value->slot;
+  serve_grants(c); // the responder asks for ours at its first Write or Read
   // The answer first, the probe last: the responder takes the answer once the probe is set.
   sh.peer->reader().write_answer(sh.peer_slot, {static_cast<std::uint64_t>(::getpid()),
                                                 static_cast<std::uint64_t>(opened.value->table_fd),
@@ -221,7 +277,7 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   }
   c->same_host.watch(sh.my_slot, static_cast<pid_t>(o.pid));
   sh.state = SameHost::State::On;
-  report_path(this, "same-host");
+  report_path(this, reach_name(sh.peer->reach()));
 }
 
 void Qp::same_host_started() {
@@ -333,6 +389,7 @@ bool same_host_offer(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept {
       if (opened) {
         qp->sh.mine = true;
         qp->sh.my_slot = opened.value->slot;
+        serve_grants(qp->ctx()); // the initiator asks for it as it attaches
         *out = iwarp::SameHostOffer{};
         out->boot_id = self.boot_id;
         out->pid_ns = self.pid_ns;

@@ -34,7 +34,7 @@ pair ib_read_bw-q8 ib_read_bw -R -q 8 -n 200 -p 7009 -- ib_read_bw -R -q 8 -n 20
 pair same-host ib_write_bw -R -p 7020 -n 2000 -- ib_write_bw -R -p 7020 -n 2000 $SRV
 ip netns exec "$A" "$UIWARP" conn show --closed >"$T/same-host.closed" 2>&1
 check "same-host path across namespaces: 2000 Writes copied" \
-  grep -qE "same-host Writes and Reads 2000, .*path same-host" "$T/same-host.closed"
+  grep -qE "same-host Writes and Reads 2000, .*path same-host \\(process_vm\\)" "$T/same-host.closed"
 timeout 60 ip netns exec "$B" unshare --pid --fork "$RUN" ib_write_bw -R -p 7021 -n 500 >"$T/pidns.server" 2>&1 &
 spid=$!
 wait_listen -n "$B" 7021

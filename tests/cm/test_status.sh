@@ -37,7 +37,7 @@ check "conn show: the passive end" \
 # How each moves its RDMA Writes and Reads, last on its line: between two uiwarp processes on
 # one host the same-host path, or TCP with the reason (the provider's word, or the shim's).
 expect_eq "conn show: both ends name their path (same-host, or tcp: why)" 2 \
-  "$(grep -cE '; path (same-host|tcp: .+)$' "$T/conn")"
+  "$(grep -cE '; path (same-host \(.+\)|tcp: .+)$' "$T/conn")"
 # The client goes; the server sees the connection end and exits by itself (it served one).
 # -j: one JSON document each, with the fields its schema names (rdma -j's way).
 schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
@@ -61,7 +61,7 @@ assert len(cs["connections"]) == 2, cs
 for c in cs["connections"]:
     need(c, ["local", "peer", "process", "qpn", "device", "state", "role", "mpa", "age_s", "path",
              "tcp"], "connection")
-    assert c["path"] == "same-host" or c["path"].startswith("tcp: "), c["path"]
+    assert c["path"].startswith("same-host (") or c["path"].startswith("tcp: "), c["path"]
     assert c["state"] == "RTS" and isinstance(c["qpn"], int) and c["device"].startswith("uiwarp"), c
     need(c["mpa"], ["version", "crc", "markers_tx", "markers_rx", "p2p", "rtr", "ird", "ord",
                     "large_fpdu", "rfc7306", "same_host", "recv_wait_ms"], "connection mpa")
@@ -79,7 +79,7 @@ kill "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
 # The end of each, and why, stays: the provider of each side reported it to uiwarpd.
-closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*; path (same-host|tcp: .+)$"
+closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*; path (same-host \(.+\)|tcp: .+)$"
 for _ in $(seq 100); do
   "$UIWARP" conn show --closed >"$T/closed" 2>&1
   grep -qE "$closed_re" "$T/closed" && break
@@ -93,7 +93,7 @@ c = json.load(sys.stdin)["closed"][0]
 assert set(c) == {"local", "peer", "process", "qpn", "ended_s_ago", "lived_s", "reason", "drive",
                   "path"}, c
 assert c["drive"].startswith("posts "), c
-assert c["path"] == "same-host" or c["path"].startswith("tcp: "), c
+assert c["path"].startswith("same-host (") or c["path"].startswith("tcp: "), c
 print(c["reason"])' 2>&1)
 check "uiwarp -j conn show --closed: the same, as JSON ($closed_json)" test -n "$closed_json" -a "${closed_json#Traceback}" = "$closed_json"
 # The per-user uiwarpd's log, beside its socket, says the same.

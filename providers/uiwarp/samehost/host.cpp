@@ -125,6 +125,7 @@ bool Host::inherited_locked() {
   // The mapping and descriptor are this child's copies: dropping them touches nothing of the
   // parent's table.
   fast_pub_.store(nullptr, std::memory_order_release);
+  grant_.reset(); // the child's copies of the descriptors; the parent's listener stays
   region_.reset();
   pending_.clear(); // the parent's withdrawals and closes, its threads' to wait for
   pending_n_.store(0, std::memory_order_relaxed);
@@ -146,6 +147,10 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
         return out;
       }
       region_.emplace(std::move(*r.value));
+      // The grant is for peers the kernel keeps out of this process (grant.hpp); without it
+      // (no /proc, the name taken) they take TCP.
+      if (auto g = GrantServer::listen(region_->fd(), region_->nonce()))
+        grant_.emplace(std::move(*g.value));
       generation_ = fork_generation();
       owner_ = ::getpid();
       fast_pub_.store(&region_->publisher(), std::memory_order_release);
@@ -199,6 +204,16 @@ void Host::close(std::uint32_t slot) {
   p.is_slot = true;
   p.slot = t;
   add_pending(std::move(p));
+}
+
+int Host::grant_fd() {
+  std::lock_guard lock(mu_);
+  return grant_ && !inherited_locked() ? grant_->fd() : -1;
+}
+
+void Host::serve_grant() {
+  std::lock_guard lock(mu_);
+  if (grant_ && !inherited_locked()) grant_->serve_one();
 }
 
 int Host::watch(std::uint32_t slot, pid_t pid) {

@@ -9,6 +9,7 @@
 
 #include "iwarp/memory.hpp"
 #include "iwarp/wire.hpp"
+#include "samehost/grant.hpp"
 #include "samehost/shared_region.hpp"
 
 #include <atomic>
@@ -81,6 +82,11 @@ public:
   void settle();
   // Whether anything, of any thread, waits to be settled: one relaxed load, for the poll path.
   bool unsettled() const { return pending_n_.load(std::memory_order_relaxed) != 0; }
+  // The listener of this process's grants (grant.hpp), made with the table: -1 without one.
+  // Readable: serve_grant() answers a waiting request, without blocking.
+  int grant_fd();
+  void serve_grant();
+
   // Where settle() tells, past a second, which connection's peer holds it back and how (QPN,
   // 0 if not known; text), and then that it no longer does (text nullptr): the provider logs
   // it and passes it on to `uiwarp conn show`.
@@ -119,6 +125,7 @@ private:
   std::mutex init_mu_; // open()'s first call: makes the table, then observes mem_
   std::mutex mu_;      // region_, pending_; taken inside the MemoryTable's lock by the observers
   std::optional<PublishedRegion> region_;
+  std::optional<GrantServer> grant_; // with region_, where this network namespace allows it
   std::vector<Pending> pending_;
   std::atomic<int> pending_n_{0}; // pending_.size(), for unsettled()
   WaitReport report_ = nullptr;

@@ -6,6 +6,7 @@
 #include "samehost/shared_region.hpp"
 
 #include "iwarp/dma.hpp"
+#include "samehost/result.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +27,11 @@
 namespace uiwarp::samehost {
 namespace {
 
+using detail::describe;
+using detail::failed;
+using detail::failed_call;
+using detail::made;
+
 constexpr int kSpins = 64;  // drained() polls before the first yield (each reads every slot)
 constexpr int kYields = 16; // sched_yield rounds before sleeping
 constexpr int kFirstNapNs = 50'000;
@@ -33,29 +39,6 @@ constexpr int kLongestNapNs = 1'000'000;
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
 constexpr std::int64_t kAliveCheckNs = 1'000'000; // copy_vm(): how long a look at alive() holds
 constexpr std::size_t kMaxLocal = 64; // local iovecs of one copy (the data path has up to 17)
-
-std::string describe(const std::string& step, int e) {
-  char buf[128];
-  return step + ": " + strerror_r(e, buf, sizeof buf); // the GNU strerror_r: returns the text
-}
-
-template <class T> Result<T> failed(std::string error, int errnum = 0) {
-  Result<T> r;
-  r.error = std::move(error);
-  r.errnum = errnum;
-  return r;
-}
-// errno first, and the step's parts unjoined: nothing allocates before errno is read.
-template <class T, class... Parts> Result<T> failed_call(int e, const Parts&... step) {
-  std::string s;
-  (s += ... += step);
-  return failed<T>(describe(s, e), e);
-}
-template <class T> Result<T> made(T&& value) {
-  Result<T> r;
-  r.value.emplace(std::move(value));
-  return r;
-}
 
 // The system calls themselves: glibc 2.36 (Debian 12) declares its wrappers in <sys/pidfd.h>
 // without extern "C", so C++ cannot link them. Both descriptors are close-on-exec, always.
@@ -248,10 +231,31 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
       why += " (ptrace_scope, a non-dumpable or setuid target, another user)";
     return failed<PeerRegion>(std::move(why), e);
   }
+  // The target's address space, held from here on: its descriptor copies into that one only,
+  // whatever the pid runs later. The same ptrace access check as process_vm_writev.
+  const std::string mem = "/proc/" + std::to_string(pid) + "/mem";
+  p.mem_fd_ = ::open(mem.c_str(), O_RDWR | O_CLOEXEC);
+  if (p.mem_fd_ < 0) return failed_call<PeerRegion>(errno, "open(", mem, ")");
+  return map_table(std::move(p), fd.fd, what, expected);
+}
+
+Result<PeerRegion> PeerRegion::attach_granted(pid_t pid, int table_fd, int mem_fd, Nonce expected) {
+  PeerRegion p;
+  p.pid_ = pid;
+  p.mem_fd_ = mem_fd;
+  p.reach_ = Reach::Granted;
+  const Closer fd{table_fd};
+  return map_table(std::move(p), fd.fd, "the table granted by pid " + std::to_string(pid),
+                   expected);
+}
+
+Result<PeerRegion> PeerRegion::map_table(PeerRegion p, int table_fd, const std::string& what,
+                                         Nonce expected) {
+  const std::string who = "pid " + std::to_string(p.pid_);
   struct stat st {};
-  if (::fstat(fd.fd, &st) != 0) return failed_call<PeerRegion>(errno, "fstat(", what, ")");
+  if (::fstat(table_fd, &st) != 0) return failed_call<PeerRegion>(errno, "fstat(", what, ")");
   if (!S_ISREG(st.st_mode)) return failed<PeerRegion>(what + " is not a memfd (not a file)");
-  const int seals = ::fcntl(fd.fd, F_GET_SEALS);
+  const int seals = ::fcntl(table_fd, F_GET_SEALS);
   if (seals < 0) // only memfds (and their hugetlbfs kind) take seals
     return failed_call<PeerRegion>(errno, what, " is not a memfd: F_GET_SEALS");
   // Without them the target could shrink the file under our mapping: SIGBUS on a copy.
@@ -267,7 +271,7 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   // The layout, to know where the read-only part ends. Reader::attach checks the mapped header
   // again; a header that changes meanwhile is refused below.
   std::uint64_t h[sizeof(Header) / sizeof(std::uint64_t)];
-  if (const ssize_t n = ::pread(fd.fd, h, sizeof h, 0); n != sizeof h)
+  if (const ssize_t n = ::pread(table_fd, h, sizeof h, 0); n != sizeof h)
     return failed_call<PeerRegion>(n < 0 ? errno : EIO, "pread(", what, ")");
   constexpr std::size_t kW = sizeof(Word);
   const auto bad = [&](AttachError e) {
@@ -291,9 +295,9 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   if (r == MAP_FAILED) return failed_call<PeerRegion>(errno, "mmap (reserve)");
   p.base_ = static_cast<std::byte*>(r);
   p.bytes_ = bytes;
-  if (::mmap(p.base_, ro, PROT_READ, MAP_SHARED | MAP_FIXED, fd.fd, 0) == MAP_FAILED)
+  if (::mmap(p.base_, ro, PROT_READ, MAP_SHARED | MAP_FIXED, table_fd, 0) == MAP_FAILED)
     return failed_call<PeerRegion>(errno, "mmap (header and entries)");
-  if (::mmap(p.base_ + ro, bytes - ro, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd.fd,
+  if (::mmap(p.base_ + ro, bytes - ro, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, table_fd,
              static_cast<off_t>(ro)) == MAP_FAILED)
     return failed_call<PeerRegion>(errno, "mmap (slots)");
   // A child we fork does not inherit the slots: it could pin through them after we exit, and
@@ -310,14 +314,10 @@ Result<PeerRegion> PeerRegion::attach(pid_t pid, int remote_fd, Nonce expected) 
   // Another process than the one that offered (a pid reused, a wrong pid): not our table.
   if (p.reader_.nonce() != expected)
     return failed<PeerRegion>("nonce mismatch: " + who + " is not the process that offered");
-  // The target's address space, held from here on: its descriptor copies into that one only,
-  // whatever the pid runs later. The same ptrace access check as process_vm_writev.
-  const std::string mem = "/proc/" + std::to_string(pid) + "/mem";
-  p.mem_fd_ = ::open(mem.c_str(), O_RDWR | O_CLOEXEC);
-  if (p.mem_fd_ < 0) return failed_call<PeerRegion>(errno, "open(", mem, ")");
   // Bound to the process that offered: the table is mapped there, at the address it says.
   if (!p.alive())
-    return failed<PeerRegion>(mem + ": the table is not where " + who + " says it is");
+    return failed<PeerRegion>("/proc/" + std::to_string(p.pid_) + "/mem: the table is not where " +
+                              who + " says it is");
   return made(std::move(p));
 }
 
@@ -333,6 +333,7 @@ PeerRegion& PeerRegion::operator=(PeerRegion&& o) noexcept {
   bytes_ = std::exchange(o.bytes_, 0);
   forks_ = std::exchange(o.forks_, 0);
   owner_ = std::exchange(o.owner_, 0);
+  reach_ = std::exchange(o.reach_, Reach::ProcessVm);
   reader_ = std::exchange(o.reader_, Reader{}); // its pointers name the mapping, which stays
   return *this;
 }
@@ -352,6 +353,7 @@ void PeerRegion::reset() noexcept {
   bytes_ = 0;
   forks_ = 0;
   owner_ = 0;
+  reach_ = Reach::ProcessVm;
 }
 
 bool PeerRegion::alive() const {
@@ -370,7 +372,8 @@ bool PeerRegion::alive() const {
 ssize_t PeerRegion::copy(bool write, std::uint32_t slot, const Pin& pin,
                          std::span<const iovec> local) const {
   iwarp::DmaScope dma;
-  if (pin.length > kMemCopyMax) return copy_vm(write, slot, pin, local);
+  if (pin.length > kMemCopyMax && reach_ == Reach::ProcessVm)
+    return copy_vm(write, slot, pin, local);
   // One system call, and exact: the descriptor's address space or nothing. As fast as
   // process_vm_* for small copies, slower for large ones (it goes a page at a time). The file
   // has no range of its own, as process_vm_*'s remote iovec is: the local octets are cut at
@@ -434,6 +437,13 @@ ssize_t PeerRegion::read(std::uint32_t slot, const Pin& pin, std::span<const iov
 
 int PeerRegion::probe(std::uint32_t slot, std::uint64_t value) const {
   if (slot >= reader_.layout().slots) return -EINVAL;
+  if (reach_ != Reach::ProcessVm) { // every copy goes through the descriptor: so does the probe
+    const Pin word{reader_.target_address(reader_.probe_offset(slot)), sizeof value};
+    const iovec local{&value, sizeof value};
+    const ssize_t n = copy(true, slot, word, {&local, 1});
+    if (n < 0) return static_cast<int>(n);
+    return n == sizeof value ? 0 : -EIO;
+  }
   // process_vm_writev, as large copies go (copy_vm): a seccomp filter may refuse it while it
   // lets /proc/PID/mem open.
   const iovec remote{reinterpret_cast<void*>(reader_.target_address(reader_.probe_offset(slot))),

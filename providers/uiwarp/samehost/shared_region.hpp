@@ -107,6 +107,19 @@ public:
   // (closing all it opened) unless it is a sealed memfd holding a table whose nonce is
   // `expected`, the one the offer carried.
   static Result<PeerRegion> attach(pid_t pid, int remote_fd, Nonce expected);
+  // The same with the table's descriptor and the target's /proc/PID/mem descriptor granted by
+  // the target itself (grant.hpp), where the kernel refuses the ptrace way: every copy then
+  // goes through that descriptor. Takes both descriptors, attached or not.
+  static Result<PeerRegion> attach_granted(pid_t pid, int table_fd, int mem_fd, Nonce expected);
+  // How copies reach the target, for `uiwarp conn show`: process_vm_* for large copies and
+  // /proc/PID/mem for small ones (both through the ptrace access check), /proc/PID/mem alone
+  // (process_vm_* refused, by a seccomp filter say), or a descriptor the target granted.
+  enum class Reach : std::uint8_t { ProcessVm, ProcMem, Granted };
+  Reach reach() const { return reach_; }
+  // process_vm_* was refused: every copy goes through /proc/PID/mem from now on.
+  void use_proc_mem() {
+    if (reach_ == Reach::ProcessVm) reach_ = Reach::ProcMem;
+  }
 
   PeerRegion(PeerRegion&& o) noexcept;
   PeerRegion& operator=(PeerRegion&& o) noexcept;
@@ -141,6 +154,9 @@ public:
   int probe(std::uint32_t slot, std::uint64_t value) const;
 
 private:
+  // Checks the table in `table_fd` (the caller's to close) and maps it into `p`.
+  static Result<PeerRegion> map_table(PeerRegion p, int table_fd, const std::string& what,
+                                      Nonce expected);
   ssize_t copy(bool write, std::uint32_t slot, const Pin& pin, std::span<const iovec> local) const;
   ssize_t copy_vm(bool write, std::uint32_t slot, const Pin& pin,
                   std::span<const iovec> local) const;
@@ -157,6 +173,7 @@ private:
   // unmap what it has there now.
   std::uint32_t forks_ = 0;
   pid_t owner_ = 0;
+  Reach reach_ = Reach::ProcessVm;
   Reader reader_;
 };
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+# The same-host path where the kernel refuses one process the other's memory: stock rping and
+# ib_write_bw under uiwarp-no-ptrace (a seccomp filter refusing process_vm_readv/writev,
+# pidfd_getfd and ptrace with EPERM, as strict container profiles and Yama's ptrace_scope do).
+# Each end takes the path through its peer's grant of its memory (samehost/grant.hpp), and
+# `uiwarp conn show` names it; without the filter the same pair uses process_vm_*.
+# Env: UIWARP_NO_PTRACE (the launcher).
+source "$(dirname "$0")/lib.sh"
+: "${UIWARP_NO_PTRACE:?the seccomp launcher (uiwarp-no-ptrace)}"
+UIWARP=$UIWARP_CLI
+
+# paths_during LABEL [LAUNCHER]: a long rping (its RDMA Reads and Writes), its connections' paths
+# as conn show lists them, one a line.
+paths_during() {
+  local label=$1 p
+  shift
+  p=$(free_port)
+  "$RUN" "$@" rping -s -a 127.0.0.1 -p "$p" -C 100000 -S 4096 >/dev/null 2>&1 &
+  local s=$!
+  wait_listen "$p"
+  "$RUN" "$@" rping -c -a 127.0.0.1 -p "$p" -C 100000 -S 4096 >/dev/null 2>&1 &
+  local c=$!
+  for _ in $(seq 100); do
+    "$UIWARP" conn show >"$T/conn-$label" 2>&1
+    [[ $(grep -c '; path same-host' "$T/conn-$label") == 2 ]] && break
+    sleep 0.1
+  done
+  kill $c $s 2>/dev/null
+  wait $c $s 2>/dev/null
+  grep -o '; path .*' "$T/conn-$label" | sort
+}
+
+out=$(paths_during ptrace)
+expect_eq "allowed: both ends copy with process_vm_*" \
+  "$(printf '; path same-host (process_vm)\n; path same-host (process_vm)')" "$out"
+out=$(paths_during no-ptrace "$UIWARP_NO_PTRACE")
+expect_eq "refused: both ends copy through the peer's grant" \
+  "$(printf '; path same-host (granted)\n; path same-host (granted)')" "$out"
+
+# Data through it, verified by the programs themselves.
+p=$(free_port)
+run_pair rping-granted "$UIWARP_NO_PTRACE" rping -s -a 127.0.0.1 -p "$p" -C 200 -S 16384 -V -- \
+  "$UIWARP_NO_PTRACE" rping -c -a 127.0.0.1 -p "$p" -C 200 -S 16384 -V
+p=$(free_port)
+run_pair write-granted "$UIWARP_NO_PTRACE" ib_write_bw -R -p "$p" -s 65536 -n 2000 -- \
+  "$UIWARP_NO_PTRACE" ib_write_bw -R -p "$p" -s 65536 -n 2000 127.0.0.1
+check "ib_write_bw through the grant reports a result line" grep -qE '^ *65536 +2000 ' "$T/write-granted.client"
+uiwarpd_stop
+finish
