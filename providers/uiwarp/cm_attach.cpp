@@ -98,6 +98,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->engine.reset();
     qp->conn.fd = -1;
     qp->set_state(IBV_QPS_ERR);
+    qp->last_wqe_reached();
     return err;
   }
   if (!ib) qp->set_state(IBV_QPS_RTS);

@@ -100,6 +100,7 @@ void ib_failed(std::uint32_t qp_num, int /*error*/, const char* /*reason*/) noex
       qp->flush(); // the shim logged why
       qp->ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&qp->vqp.qp),
                                   IBV_EVENT_QP_FATAL);
+      qp->last_wqe_reached();
     }
   }
   qp->unref();

@@ -360,8 +360,12 @@ struct Qp {
   // Reads and processes what the socket has, up to `budget` octets; false if the socket
   // had nothing.
   bool pull_rx(std::size_t budget, drive::Ns now);
-  // After I/O: completions, close handling, events to the CM.
+  // After I/O: completions, close handling, events to the CM; the async events of a QP that
+  // enters ERR there.
   void after_io();
+  // The QP entered ERR and its completions are in its CQs: IBV_EVENT_QP_LAST_WQE_REACHED if it
+  // takes its receives from an SRQ (once per entry into ERR).
+  void last_wqe_reached();
   // Drops the connection and the engine (QP to RESET, destroy).
   void detach();
   // The same-host path (qp_same_host.cpp), with `mu` held. At attach: take it (initiator) or

@@ -226,10 +226,16 @@ void Qp::after_io() {
   // The same-host peer copies past what we sent only once we have processed it.
   if (sh.mine) ctx()->same_host.set_consumed(sh.my_slot, engine->rx_ended());
   if (s != iwarp::QpState::Rts && sh.mine) same_host_end("the connection ended");
+  bool entered_err = false;
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {
       set_state(IBV_QPS_ERR);
-      if (!conn.peer_closed || engine->error()->code != iwarp::term::mpa_tcp_closed)
+      entered_err = true;
+      // A Terminate (either way) or a local error is fatal; the end of the TCP connection (FIN
+      // or RST) is not, nor the program's own move to ERR (Qp::flush): mlx5 and rxe raise
+      // nothing for a consumer's transition.
+      const auto& e = engine->error();
+      if (!(e && e->consumer) && !(conn.peer_closed && e && e->code == iwarp::term::mpa_tcp_closed))
         ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp), IBV_EVENT_QP_FATAL);
     }
   }
@@ -250,6 +256,17 @@ void Qp::after_io() {
                    drv.counters().describe().c_str());
   }
   reap();
+  if (entered_err) last_wqe_reached(); // after the flushed completions
+}
+
+void Qp::last_wqe_reached() {
+  // A QP of an SRQ in ERR whose last completion is in its CQ: IBA's Last WQE Reached, which
+  // ib_drain_qp (__ib_drain_srq in the kernel's verbs.c) and programs that free such a QP only
+  // after it wait for. rxe (flush_recv_queue) and cxgb4 (__flush_qp) raise it at every entry
+  // into ERR, the consumer's modify to ERR included.
+  if (srq)
+    ctx()->post_async_event(reinterpret_cast<std::uintptr_t>(&vqp.qp),
+                            IBV_EVENT_QP_LAST_WQE_REACHED);
 }
 
 void Qp::reap(bool until_flushed) {

@@ -284,7 +284,11 @@ int modify_qp_locked(Qp* qp, ibv_qp_attr* attr, int mask) {
     case IBV_QPS_ERR:
       ib_cancel(qp);
       qp->flush();
-      qp->after_io();
+      qp->after_io(); // a connected QP enters ERR there, with its events
+      if (qp->state != IBV_QPS_ERR) {
+        qp->set_state(IBV_QPS_ERR);
+        qp->last_wqe_reached();
+      }
       break;
     default: return EINVAL;
     }

@@ -3,9 +3,9 @@
 // Two RC QPs connected to each other over loopback through stock librdmacm and libibverbs
 // (under uiwarp-run), in one process: the harness for tests of the data path as programs
 // drive it (threads polling, completion channels, posting while another thread polls).
-// `Side` is one end: its id, PD, CQs (optionally with a completion channel), QP and a
-// registered buffer; `ConnectedPair` makes the server listen, the client connect, and waits
-// until both are ESTABLISHED. Everything is torn down in the destructor.
+// `Side` is one end: its id, PD, CQs (optionally with a completion channel), QP (optionally
+// with an SRQ) and a registered buffer; `ConnectedPair` makes the server listen, the client
+// connect, and waits until both are ESTABLISHED. Everything is torn down in the destructor.
 #pragma once
 
 #include "catch_compat.hpp"
@@ -29,6 +29,7 @@ struct SideOptions {
   std::size_t buf_size = 1 << 20;
   int extra_access = 0;             // e.g. IBV_ACCESS_REMOTE_ATOMIC for the buffer
   std::uint64_t send_ops_flags = 0; // non-zero: an extended QP (rdma_create_qp_ex) with them
+  bool srq = false;                 // the QP takes its receives from an SRQ of recv_depth
 };
 
 inline rdma_cm_event_type expect_event(rdma_event_channel* ch, rdma_cm_event_type want,
@@ -51,6 +52,7 @@ struct Side {
   ibv_comp_channel* cc = nullptr;
   ibv_cq* scq = nullptr;
   ibv_cq* rcq = nullptr;
+  ibv_srq* srq = nullptr;
   std::vector<char> buf;
   ibv_mr* mr = nullptr;
 
@@ -73,9 +75,17 @@ struct Side {
                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                         opt.extra_access);
     REQUIRE(mr != nullptr);
+    if (opt.srq) {
+      ibv_srq_init_attr sa{};
+      sa.attr.max_wr = static_cast<std::uint32_t>(opt.recv_depth);
+      sa.attr.max_sge = 1;
+      srq = ibv_create_srq(pd, &sa);
+      REQUIRE(srq != nullptr);
+    }
     ibv_qp_init_attr_ex a{};
     a.send_cq = scq;
     a.recv_cq = rcq;
+    a.srq = srq;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = static_cast<std::uint32_t>(opt.send_depth);
     a.cap.max_recv_wr = static_cast<std::uint32_t>(opt.recv_depth);
@@ -90,6 +100,7 @@ struct Side {
   }
   ~Side() {
     if (id && id->qp) rdma_destroy_qp(id);
+    if (srq) ibv_destroy_srq(srq);
     if (mr) ibv_dereg_mr(mr);
     if (scq && scq != rcq) ibv_destroy_cq(scq);
     if (rcq) ibv_destroy_cq(rcq);
@@ -109,7 +120,7 @@ struct Side {
     wr.sg_list = &s;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(qp(), &wr, &bad);
+    return srq ? ibv_post_srq_recv(srq, &wr, &bad) : ibv_post_recv(qp(), &wr, &bad);
   }
   // Posts `wr` (its opcode and remote fields set by the caller) signaled, with `wr_id` and one
   // SGE of `len` octets at `off` of the buffer.

@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // Shared receive queues: ibv_create_srq / ibv_query_srq / ibv_modify_srq, ibv_post_srq_recv
-// limits, and a QP created with an SRQ. Through the public libibverbs API only, with the Fixture of
-// verbs_fixture.hpp.
+// limits, a QP created with an SRQ, and the Last WQE Reached event of one moved to ERR. Through
+// the public libibverbs API only, with the Fixture of verbs_fixture.hpp.
 #include "catch_compat.hpp"
 #include "verbs_fixture.hpp"
 
+#include <cstdio>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
+#include <string>
+#include <vector>
 
 using namespace verbs_test;
 
@@ -165,6 +169,64 @@ TEST_CASE_METHOD(Fixture, "ibv_create_qp with an SRQ: post_recv is EINVAL; destr
 
   CHECK(ibv_destroy_srq(s) == EBUSY);
   REQUIRE(ibv_destroy_qp(q) == 0);
+  CHECK(ibv_destroy_srq(s) == 0);
+  CHECK(ibv_destroy_cq(c) == 0);
+}
+
+// ---- Last WQE Reached ---------------------------------------------------------------
+
+namespace {
+
+// The async events queued now, in order, each acknowledged (the fd is non-blocking), as lines
+// "QP 0x1a2b3c: last WQE reached".
+std::vector<std::string> queued_events(ibv_context* ctx) {
+  std::vector<std::string> out;
+  ibv_async_event ev{};
+  while (readable(ctx->async_fd, 50) && ibv_get_async_event(ctx, &ev) == 0) {
+    char qpn[24];
+    std::snprintf(qpn, sizeof qpn, "QP 0x%06x: ", ev.element.qp->qp_num);
+    out.push_back(qpn + std::string(ibv_event_type_str(ev.event_type)));
+    ibv_ack_async_event(&ev);
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(Fixture,
+                 "ibv_modify_qp to ERR: a QP of an SRQ raises IBV_EVENT_QP_LAST_WQE_REACHED once "
+                 "per entry into ERR, and no QP raises IBV_EVENT_QP_FATAL",
+                 "[verbs][srq][async]") {
+  // ib_drain_qp's way with a QP of an SRQ (the kernel's __ib_drain_srq): move it to ERR, wait
+  // for Last WQE Reached, then drain the CQ. A move the program makes itself is no error.
+  const int fl = ::fcntl(ctx->async_fd, F_GETFL);
+  REQUIRE(::fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) == 0);
+  ibv_srq* s = srq();
+  ibv_cq* c = cq();
+  ibv_qp* q = qp(c, c, s);
+  ibv_qp* plain = qp(c, c);
+  char qpn[24];
+  std::snprintf(qpn, sizeof qpn, "QP 0x%06x: ", q->qp_num);
+  const std::vector<std::string> once{qpn + std::string("last WQE reached")};
+
+  REQUIRE(to_init(q) == 0);
+  REQUIRE(to_state(q, IBV_QPS_ERR) == 0);
+  CHECK(queued_events(ctx) == once);
+  REQUIRE(to_state(q, IBV_QPS_ERR) == 0); // already there: no new entry
+  CHECK(queued_events(ctx) == std::vector<std::string>{});
+
+  REQUIRE(to_init(plain) == 0);
+  REQUIRE(to_state(plain, IBV_QPS_ERR) == 0); // no SRQ: nothing to say
+  CHECK(queued_events(ctx) == std::vector<std::string>{});
+
+  REQUIRE(to_state(q, IBV_QPS_RESET) == 0); // through RESET, a new entry into ERR
+  REQUIRE(to_init(q) == 0);
+  REQUIRE(to_state(q, IBV_QPS_ERR) == 0);
+  CHECK(queued_events(ctx) == once);
+  CHECK(q->events_completed == 2);
+
+  CHECK(ibv_destroy_qp(plain) == 0);
+  CHECK(ibv_destroy_qp(q) == 0);
   CHECK(ibv_destroy_srq(s) == 0);
   CHECK(ibv_destroy_cq(c) == 0);
 }
