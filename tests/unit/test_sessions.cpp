@@ -3,9 +3,9 @@
 // uiwarpd's sessions core (cm/daemon/sessions.hpp), the passive side: listeners, the MPA Request
 // of a real initiator (iwarp::MpaStartup), the client's ConnRequest, its Accept or Reject, the
 // Reply and the hand-over of the socket, and how a session ends when something goes away or
-// takes too long (sessions_harness.hpp). The active side: test_sessions_active.cpp.
+// takes too long (sessions_harness.hpp). The active side: test_sessions_active.cpp; the
+// same-host offer: test_sessions_same_host.cpp.
 #include "catch_compat.hpp"
-#include "same_host_samples.hpp"
 #include "sessions_harness.hpp"
 
 using namespace sesst;
@@ -464,113 +464,4 @@ TEST_CASE("uiwarpd sessions: MPA policy overrides of a listener, per device on a
   CHECK(message<proto::ListenReply>(acts).reason.find("bad value 'sideways' for rtr") !=
         std::string::npos);
   CHECK(d.s.listeners().empty());
-}
-
-namespace {
-
-MpaPolicy with_same_host(bool on) {
-  MpaPolicy p;
-  p.same_host = on;
-  return p;
-}
-
-} // namespace
-
-TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an offer is wanted, "
-          "Accept's offer goes into the Reply",
-          "[sessions][same-host]") {
-  const iwarp::SameHostOffer offer = uiwarp::test::sample_offer();
-  SECTION("the Request asks and the policy answers: the offer's octets end the Reply") {
-    Daemon d(policy(with_same_host(true)));
-    d.listen();
-    d.incoming();
-    MpaStartup peer = MpaStartup::initiator(with_same_host(true), text("hi"), t0);
-    const proto::ConnRequest cr = d.request(peer);
-    CHECK(cr.same_host);
-    CHECK(u8_to_bytes(cr.private_data) == text("hi")); // the bit is not private data
-    d.s.on_accept(kClient, proto::Accept{cr.token, u8("yes"), 4, 4, offer}, d.now);
-    CHECK(d.step() == Lines{"flush 21"});
-    const Bytes reply = d.write();
-    // The Reply as written: the same-host bit beside uiwarp's mark, the enhanced data, the
-    // client's private data, then the 64 octets of the offer.
-    const auto header = iwarp::MpaFrameHeader::decode(reply.data());
-    REQUIRE(header);
-    CHECK(header->kind == iwarp::MpaKind::Reply);
-    CHECK((header->flags & iwarp::kMpaFlagSameHost) != 0);
-    CHECK((header->flags & iwarp::kMpaFlagUiwarpReply) != 0);
-    REQUIRE(reply.size() == iwarp::kMpaFrameHeaderLen + header->pd_length);
-    CHECK(header->pd_length == iwarp::kEnhancedDataLen + 3 + iwarp::kSameHostOfferLen);
-    Bytes want(iwarp::kSameHostOfferLen);
-    offer.encode(want.data());
-    CHECK(hex(Bytes(reply.end() - iwarp::kSameHostOfferLen, reply.end())) == hex(want));
-    CHECK(iwarp::SameHostOffer::decode(reply.data() + reply.size() - iwarp::kSameHostOfferLen) ==
-          offer);
-    // The peer reads it as the responder's offer, the client's private data apart.
-    REQUIRE(peer.on_bytes(reply) == reply.size());
-    require_established(peer);
-    CHECK(peer.result().same_host);
-    REQUIRE(peer.result().peer_same_host);
-    CHECK(*peer.result().peer_same_host == offer);
-    CHECK(peer.result().peer_private_data == text("yes"));
-    // The responder's program hears that the path was agreed.
-    const auto ar = message<proto::AcceptReply>(d.actions());
-    CHECK(ar.status == 0);
-    CHECK(ar.params.same_host);
-    CHECK_FALSE(ar.params.peer_same_host); // the offer is the initiator's to take
-    CHECK(d.s.handed()[0].params.same_host);
-  }
-  SECTION("an Accept without an offer: a Reply without the bit or the trailer") {
-    Daemon d(policy(with_same_host(true)));
-    d.listen();
-    d.incoming();
-    MpaStartup peer = MpaStartup::initiator(with_same_host(true), text("hi"), t0);
-    const proto::ConnRequest cr = d.request(peer);
-    CHECK(cr.same_host);
-    d.s.on_accept(kClient, proto::Accept{cr.token, u8("yes"), 4, 4, std::nullopt}, d.now);
-    CHECK(d.step() == Lines{"flush 21"});
-    const Bytes reply = d.write();
-    const auto header = iwarp::MpaFrameHeader::decode(reply.data());
-    REQUIRE(header);
-    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
-    CHECK(header->pd_length == iwarp::kEnhancedDataLen + 3);
-    REQUIRE(peer.on_bytes(reply) == reply.size());
-    require_established(peer);
-    CHECK_FALSE(peer.result().same_host);
-    CHECK_FALSE(peer.result().peer_same_host);
-    CHECK(peer.result().peer_private_data == text("yes"));
-    CHECK_FALSE(message<proto::AcceptReply>(d.actions()).params.same_host);
-  }
-  SECTION("the policy is off (uiwarpd's, or the listener's same-host=off): no offer is wanted, "
-          "and one that comes anyway stays out of the Reply") {
-    const bool daemon_on = GENERATE(false, true);
-    Daemon d(policy(with_same_host(daemon_on)));
-    if (daemon_on) { // the program's UIWARP_SAME_HOST=off, through the shim's policy string
-      d.s.on_listen(kClient, proto::Listen{kListenId, kLocal, 16, -1, "same-host=off", {}},
-                    kListener, kLocal);
-      REQUIRE(d.step() == Lines{"to 7 ListenReply"});
-    } else {
-      d.listen();
-    }
-    d.incoming();
-    MpaStartup peer = MpaStartup::initiator(with_same_host(true), {}, t0);
-    const proto::ConnRequest cr = d.request(peer);
-    CHECK_FALSE(cr.same_host);
-    d.s.on_accept(kClient, proto::Accept{cr.token, {}, 4, 4, offer}, d.now);
-    CHECK(d.step() == Lines{"flush 21"});
-    const Bytes reply = d.write();
-    const auto header = iwarp::MpaFrameHeader::decode(reply.data());
-    REQUIRE(header);
-    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
-    CHECK(header->pd_length == iwarp::kEnhancedDataLen);
-    REQUIRE(peer.on_bytes(reply) == reply.size());
-    require_established(peer);
-    CHECK_FALSE(peer.result().same_host);
-  }
-  SECTION("a Request without the bit: no offer is wanted") {
-    Daemon d(policy(with_same_host(true)));
-    d.listen();
-    d.incoming();
-    MpaStartup peer = MpaStartup::initiator(with_same_host(false), {}, t0);
-    CHECK_FALSE(d.request(peer).same_host);
-  }
 }

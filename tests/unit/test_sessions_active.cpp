@@ -351,35 +351,3 @@ TEST_CASE("HX-017 uiwarpd takes exactly the MPA frame in any split: the FPDU aft
     require_split_invariant(active_run, raw_reply(kC | kS, 2, Bytes(600))); // PD_Length > 512
   }
 }
-
-TEST_CASE("uiwarpd active side, the same-host path: the Request asks, the responder's offer "
-          "reaches the client in ConnectReply's params",
-          "[sessions][same-host]") {
-  iwarp::SameHostOffer offer;
-  offer.pid = 4242;
-  offer.slot = 7;
-  offer.nonce[0] = std::byte{0x5a};
-  MpaPolicy on;
-  on.same_host = true;
-  const bool daemon_on = GENERATE(true, false);
-  Daemon d(policy(daemon_on ? on : MpaPolicy{}));
-  const Bytes req = d.connect(d.connect_msg());
-  const auto header = iwarp::MpaFrameHeader::decode(req.data());
-  REQUIRE(header);
-  CHECK(((header->flags & iwarp::kMpaFlagSameHost) != 0) == daemon_on);
-  MpaStartup peer = peer_responder(on, req);
-  CHECK(peer.request().same_host == daemon_on);
-  peer.accept({}, {}, {}, offer);
-  const Bytes reply = take(peer);
-  REQUIRE(d.feed(reply) == reply.size());
-  const auto r = message<proto::ConnectReply>(d.actions());
-  CHECK(r.status == 0);
-  CHECK(r.params.same_host == daemon_on);
-  if (daemon_on) {
-    REQUIRE(r.params.peer_same_host);
-    CHECK(*r.params.peer_same_host == offer);
-    CHECK(d.s.handed()[0].params.same_host);
-  } else {
-    CHECK_FALSE(r.params.peer_same_host);
-  }
-}
