@@ -57,6 +57,13 @@ sockaddr_storage local_addr(int fd) {
   return a;
 }
 
+sockaddr_storage peer_addr(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return a;
+}
+
 std::uint32_t epoll_events(Interest i) {
   switch (i) {
   case Interest::None: return 0;
@@ -418,7 +425,7 @@ void Daemon::socket_ready(SockId fd, std::uint32_t events) {
     if (err)
       sessions_.on_socket_error(fd, err, now);
     else if (events & EPOLLOUT)
-      sessions_.on_connected(fd, local_addr(fd), now);
+      sessions_.on_connected(fd, local_addr(fd), host_address(peer_addr(fd)), now);
   } else if (sessions_.interest(fd) == Interest::Readable) {
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) read_mpa(fd);
   } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -441,9 +448,10 @@ void Daemon::accept_tcp(SockId listener) {
     int fd = s.get();
     sockaddr_storage local = local_addr(fd);
     socks_[fd] = {std::move(s), 0};
-    // A wildcard listener's device policy: the interface of the address the peer reached (a
-    // dual-stack listener reports an IPv4 one as ::ffff:a.b.c.d).
-    sessions_.on_incoming(listener, fd, local, peer, Clock::now(),
+    // Whether the peer is on this host (the same-host offer); a wildcard listener's device
+    // policy: the interface of the address the peer reached (a dual-stack listener reports an
+    // IPv4 one as ::ffff:a.b.c.d).
+    sessions_.on_incoming(listener, fd, local, peer, host_address(peer), Clock::now(),
                           sessions_.wants_netdev(listener) ? netdev_of(unmapped(local))
                                                            : std::string());
     sync(fd);

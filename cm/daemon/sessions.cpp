@@ -88,7 +88,7 @@ void Sessions::on_listener_closed(SockId sock) {
 }
 
 void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
-                           const sockaddr_storage& peer, Clock::time_point now,
+                           const sockaddr_storage& peer, bool peer_on_host, Clock::time_point now,
                            const std::string& netdev) {
   auto l = listeners_.find(listener);
   if (l == listeners_.end()) {
@@ -103,6 +103,7 @@ void Sessions::on_incoming(SockId listener, SockId sock, const sockaddr_storage&
   s.ib = sock >= 0 && listener == ib_listener_;
   s.local = local;
   s.peer = peer;
+  s.peer_on_host = peer_on_host;
   auto dev = l->second.by_netdev.find(netdev);
   s.policy = dev != l->second.by_netdev.end() ? dev->second : l->second.policy;
   s.mpa = iwarp::MpaStartup::responder(s.policy, now);
@@ -156,11 +157,13 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   sessions_[sock] = std::move(s);
 }
 
-void Sessions::on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now) {
+void Sessions::on_connected(SockId sock, const sockaddr_storage& local, bool peer_on_host,
+                            Clock::time_point now) {
   Session* s = find(sock);
   if (!s || s->phase != Phase::TcpConnect) return;
   move(*s, {Phase::TcpConnect}, Phase::Exchange);
   s->local = local;
+  s->peer_on_host = peer_on_host;
   s->until.reset();
   iwarp::MpaPolicy p = s->policy;
   if (s->ird) p.ird = s->ird;
@@ -180,9 +183,15 @@ void Sessions::connect_reply(Session& s, int status, const std::string& reason) 
   if (s.mpa && (s.mpa->state() == iwarp::MpaState::Rejected ||
                 s.mpa->state() == iwarp::MpaState::Established)) {
     r.private_data = to_u8(s.mpa->result().peer_private_data);
-    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator, s.policy);
+    r.params = params(s, iwarp::MpaRole::Initiator);
   }
   actions_.push_back(ToClient{s.client, std::move(r)});
+}
+
+iwarp::ConnParams Sessions::params(const Session& s, iwarp::MpaRole role) {
+  iwarp::ConnParams p = iwarp::conn_params(s.mpa->result(), role, s.policy);
+  p.peer_off_host = !s.peer_on_host;
+  return p;
 }
 
 // ---- the passive side ----
@@ -216,8 +225,11 @@ void Sessions::request_received(Session& s) {
     r.ord = s.policy.ird;
   }
   // uiwarp's same-host bit, under a policy that answers it: the client's Accept may bring an
-  // offer for the Reply (an RDMAC peer, revision 0, gets none: MpaStartup::accept).
-  r.same_host = s.mpa->request().same_host && s.policy.same_host && s.mpa->request().rev != 0;
+  // offer for the Reply (an RDMAC peer, revision 0, gets none: MpaStartup::accept). The offer
+  // names this process (boot id, pid namespace, uid, pid) and is of use only on this host: a
+  // peer at another address gets an ordinary Reply.
+  r.same_host = s.mpa->request().same_host && s.policy.same_host && s.mpa->request().rev != 0 &&
+                s.peer_on_host;
   move(s, {Phase::Exchange}, Phase::Notified);
   actions_.push_back(ToClient{s.client, std::move(r)});
 }
@@ -233,8 +245,10 @@ void Sessions::on_accept(ClientId c, const proto::Accept& m, Clock::time_point n
     actions_.push_back(ToClient{c, std::move(r)});
     return;
   }
+  // An offer the ConnRequest did not ask for (a peer elsewhere) stays out of the Reply.
   s->mpa->accept(to_bytes(m.private_data), static_cast<std::uint16_t>(m.ird),
-                 static_cast<std::uint16_t>(m.ord), m.same_host_offer);
+                 static_cast<std::uint16_t>(m.ord),
+                 s->peer_on_host ? m.same_host_offer : std::nullopt);
   move(*s, {Phase::Notified}, Phase::Accepted);
   // The AcceptReply (and the socket) go to the client once the MPA Reply is written: the
   // application's rdma_accept returns after it, and perftest posts at once.
@@ -352,13 +366,13 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
       r.id = s.id;
       r.src = s.local;
       r.dst = s.peer;
-      r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder, s.policy);
+      r.params = params(s, iwarp::MpaRole::Responder);
       hand_over(sock, s, std::move(r), now);
       return;
     }
     proto::AcceptReply r;
     r.token = s.token;
-    r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Responder, s.policy);
+    r.params = params(s, iwarp::MpaRole::Responder);
     r.src = s.local;
     r.dst = s.peer;
     hand_over(sock, s, std::move(r), now);
@@ -379,7 +393,7 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
   r.src = s.local;
   r.dst = s.peer;
   r.private_data = to_u8(s.mpa->result().peer_private_data);
-  r.params = iwarp::conn_params(s.mpa->result(), iwarp::MpaRole::Initiator, s.policy);
+  r.params = params(s, iwarp::MpaRole::Initiator);
   hand_over(sock, s, std::move(r), now);
 }
 

@@ -151,10 +151,12 @@ public:
   void on_unlisten(ClientId c, const proto::Unlisten& m);
   // The listening socket no longer listens (its owner shut it down before its Unlisten).
   void on_listener_closed(SockId sock);
-  // The loop accepted `sock` on listener `listener`: an MPA responder session.
-  // `netdev`: the interface that has `local` (a wildcard listener's device policy).
+  // The loop accepted `sock` on listener `listener`: an MPA responder session. `peer_on_host`:
+  // the peer's address is this host's (uiwarp::host_address): only then does a Request's
+  // same-host bit get an offer, which names this process to the peer. `netdev`: the interface
+  // that has `local` (a wildcard listener's device policy).
   void on_incoming(SockId listener, SockId sock, const sockaddr_storage& local,
-                   const sockaddr_storage& peer, Clock::time_point now,
+                   const sockaddr_storage& peer, bool peer_on_host, Clock::time_point now,
                    const std::string& netdev = {});
   // Connect: the loop has started connecting `sock` (the client's socket) to m.dst. -1: the
   // client passed no usable socket; `error`: connect() failed at once (errno). `ib`: an
@@ -176,8 +178,10 @@ public:
     return it != listeners_.end() && !it->second.by_netdev.empty();
   }
   SockId ib_listener() const { return ib_listener_; }
-  // An active session's TCP connection is up; `local` is its address.
-  void on_connected(SockId sock, const sockaddr_storage& local, Clock::time_point now);
+  // An active session's TCP connection is up; `local` is its address, `peer_on_host` whether the
+  // peer's is this host's (it tells the client why a same-host offer did not come).
+  void on_connected(SockId sock, const sockaddr_storage& local, bool peer_on_host,
+                    Clock::time_point now);
   // Received bytes: returns how many the MPA exchange took (read exactly those; what follows
   // belongs to the data path).
   std::size_t on_bytes(SockId sock, iwarp::ConstBytes in, Clock::time_point now);
@@ -253,6 +257,7 @@ private:
     // Reply or Terminate may take to drain (the peer does not read).
     std::optional<Clock::time_point> until;
     sockaddr_storage local{}, peer{};
+    bool peer_on_host = false; // the edge's word: the peer's address is this host's
   };
 
   // Moves `s` to `to` if it is in one of `from` and says true; else says false, logs the
@@ -278,6 +283,8 @@ private:
   void ib_accept(SockId sock, Session& s, const IbWait& w, Clock::time_point now);
   void ib_refuse(SockId sock, Session& s, const std::string& why, Clock::time_point now);
   void established(SockId sock, Session& s, Clock::time_point now);
+  // What the session's exchange negotiated, for the client, with uiwarpd's own word on the peer.
+  static iwarp::ConnParams params(const Session& s, iwarp::MpaRole role);
   void hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now);
   void connect_reply(Session& s, int status, const std::string& reason);
   void fail(SockId sock, Session& s, int status, const std::string& why, Clock::time_point now,

@@ -335,7 +335,7 @@ int Ucma::attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p,
   paths_[qp_num] = QpPath{a.local, a.peer,
                           p.same_host                       ? ""
                           : !Env::get().same_host_enabled() ? "tcp: UIWARP_SAME_HOST=off"
-                                                            : "tcp: not agreed in the MPA exchange",
+                                                            : "tcp: " + iwarp::same_host_refusal(p),
                           false, false};
   st.set_attaching(qp_num, true);
   lock.unlock();

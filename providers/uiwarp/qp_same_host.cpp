@@ -240,7 +240,7 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   sh.rtr_octets = 0;
   if (!p.same_host) {
     if (sh.mine) same_host_end(nullptr); // offered, and the initiator did not ask after all
-    return give_up(this, "not agreed in the MPA exchange");
+    return give_up(this, iwarp::same_host_refusal(p));
   }
   if (p.markers_tx || p.markers_rx) {
     // Stream offsets are compared as counts of FPDU octets; markers make the two ends count

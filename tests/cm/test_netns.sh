@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 # Two test hosts: network namespaces joined by a veth pair, each with its own uiwarp device
-# (uiwarp link add) and its own uiwarpd. Stock rping and perftest across them; the same-host path
-# between them (containers sharing the pid namespace), and TCP with the reason when the server
-# has a pid namespace of its own; then one side is killed (kill -9) mid-transfer: the other
-# side's work requests flush, its CM sees DISCONNECTED, and its uiwarpd keeps serving.
+# (uiwarp link add) and its own uiwarpd. Stock rping and perftest across them; no same-host path
+# between them (the peer's address is another host's), the same-host path within one of them
+# over its veth address, and TCP with the reason when the server has a pid namespace of its own;
+# then one side is killed (kill -9) mid-transfer: the other side's work requests flush, its CM
+# sees DISCONNECTED, and its uiwarpd keeps serving.
 source "$(dirname "$0")/lib.sh"
 two_hosts 10.231.7
 UIWARP=$UIWARP_CLI
@@ -27,22 +28,42 @@ pair ib_write_bw-a ib_write_bw -R -a -n 5 -p 7008 -- ib_write_bw -R -a -n 5 -p 7
 expect_eq "ib_write_bw -a covers 2 B .. 8 MiB across namespaces" 23 "$(grep -cE '^ *[0-9]+ +5 ' "$T/ib_write_bw-a.client")"
 pair ib_read_bw-q8 ib_read_bw -R -q 8 -n 200 -p 7009 -- ib_read_bw -R -q 8 -n 200 -p 7009 $SRV
 
-# The same-host path: `ip netns exec` shares the pid namespace, so the two processes qualify
-# and the Writes are copied (the client's drive counters in `uiwarp conn show --closed` count
-# them); a server in a pid namespace of its own (unshare --pid) cannot be reached so: TCP, and
-# `uiwarp conn show --closed` says why.
-pair same-host ib_write_bw -R -p 7020 -n 2000 -- ib_write_bw -R -p 7020 -n 2000 $SRV
-ip netns exec "$A" "$UIWARP" conn show --closed >"$T/same-host.closed" 2>&1
-check "same-host path across namespaces: 2000 Writes copied" \
-  grep -qE "same-host Writes and Reads 2000, .*path same-host \\(process_vm\\)" "$T/same-host.closed"
+# The same-host path goes only to a peer on the host, whose address is the host's own: across the
+# veth pair each end's peer has another host's address, so both run over TCP, and `uiwarp conn
+# show` says why at each end while the connection runs; within one namespace, over its veth
+# address (not loopback), the Writes are copied (the client's drive counters in `uiwarp conn show
+# --closed` count them). A server in a pid namespace of its own (unshare --pid) on that host
+# cannot be reached so: TCP, and the client says why.
+timeout 60 ip netns exec "$B" "$RUN" rping -s -a $SRV -p 7020 -C 100000 -S 64 >/dev/null 2>&1 &
+spid=$!
+wait_listen -n "$B" 7020
+timeout 60 ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7020 -C 100000 -S 64 >/dev/null 2>&1 &
+cpid=$!
+for _ in $(seq 50); do
+  ip netns exec "$A" "$UIWARP" conn show >"$T/off-host.a" 2>&1
+  ip netns exec "$B" "$UIWARP" conn show >"$T/off-host.b" 2>&1
+  grep -q "; path " "$T/off-host.a" && grep -q "; path " "$T/off-host.b" && break
+  sleep 0.1
+done
+kill $cpid $spid 2>/dev/null
+wait $cpid $spid 2>/dev/null
+check "across namespaces, the client's path: tcp, the peer's address is not this host's" \
+  grep -qE "^  $IP_A:[0-9]+ $IP_B:7020 .*; path tcp: the peer's address is not this host's$" "$T/off-host.a"
+check "across namespaces, the server's path: tcp, the peer's address is not this host's" \
+  grep -qE "^  $IP_B:7020 $IP_A:[0-9]+ .*; path tcp: the peer's address is not this host's$" "$T/off-host.b"
+PAIR_SERVER_NS=$B PAIR_CLIENT_NS=$B PAIR_LABEL=" within a namespace, over $IP_B" \
+  run_pair same-host ib_write_bw -R -p 7022 -n 2000 -- ib_write_bw -R -p 7022 -n 2000 $SRV
+ip netns exec "$B" "$UIWARP" conn show --closed >"$T/same-host.closed" 2>&1
+check "same-host path within a namespace, over its veth address: 2000 Writes copied" \
+  grep -qE ":7022 .*same-host Writes and Reads 2000, .*path same-host \\(process_vm\\)" "$T/same-host.closed"
 timeout 60 ip netns exec "$B" unshare --pid --fork "$RUN" ib_write_bw -R -p 7021 -n 500 >"$T/pidns.server" 2>&1 &
 spid=$!
 wait_listen -n "$B" 7021
-timeout 60 ip netns exec "$A" "$RUN" ib_write_bw -R -p 7021 -n 500 $SRV >"$T/pidns.client" 2>&1
+timeout 60 ip netns exec "$B" "$RUN" ib_write_bw -R -p 7021 -n 500 $SRV >"$T/pidns.client" 2>&1
 crc=$?
 wait $spid
 expect_eq "ib_write_bw to a server in another pid namespace: client and server exit 0" "0 0" "$crc $?"
-ip netns exec "$A" "$UIWARP" conn show --closed >"$T/pidns.closed" 2>&1
+ip netns exec "$B" "$UIWARP" conn show --closed >"$T/pidns.closed" 2>&1
 check "uiwarp conn show --closed: TCP, the peer is in another pid namespace" \
   grep -qE ":7021 .*path tcp: the peer is in another pid namespace" "$T/pidns.closed"
 

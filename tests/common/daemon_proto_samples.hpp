@@ -56,6 +56,7 @@ inline iwarp::ConnParams sample_params() {
   p.recv_wait_ms = 0;
   p.same_host = true;
   p.peer_same_host = sample_offer();
+  p.peer_off_host = true;
   return p;
 }
 

@@ -153,8 +153,9 @@ struct Daemon {
     s.on_listen(c, proto::Listen{id, kLocal, 16, -1, {}, {}}, l, kLocal);
     REQUIRE(step() == Lines{"to " + std::to_string(c) + " ListenReply"});
   }
-  void incoming(SockId sock = kSock, SockId l = kListener) {
-    s.on_incoming(l, sock, kLocal, kPeer, now);
+  // `on_host`: the edge's word that kPeer is this host's address (uiwarp::host_address).
+  void incoming(SockId sock = kSock, SockId l = kListener, bool on_host = true) {
+    s.on_incoming(l, sock, kLocal, kPeer, on_host, now);
     REQUIRE(step().empty());
   }
   // A listener, an incoming connection and `peer`'s whole Request: the ConnRequest.
@@ -180,12 +181,13 @@ struct Daemon {
     m.timeout_ms = timeout_ms;
     return m;
   }
-  // Connect and the TCP connection up: the Request the daemon wrote.
-  Bytes connect(const proto::Connect& m) {
+  // Connect and the TCP connection up (to a peer on this host, or not): the Request the daemon
+  // wrote.
+  Bytes connect(const proto::Connect& m, bool on_host = true) {
     s.on_connect(kClient, m, kSock, 0, now);
     REQUIRE(step().empty());
     REQUIRE(s.connecting(kSock));
-    s.on_connected(kSock, kLocal, now);
+    s.on_connected(kSock, kLocal, on_host, now);
     REQUIRE(step().empty());
     REQUIRE_FALSE(s.connecting(kSock));
     REQUIRE(s.interest(kSock) == Interest::Writable);

@@ -84,7 +84,7 @@ TEST_CASE("daemon protocol: the same-host agreement and offers arrive as sent",
     REQUIRE(d);
     return *d;
   };
-  SECTION("ConnParams: same_host and the responder's offer, octet for octet") {
+  SECTION("ConnParams: same_host, the responder's offer octet for octet, peer_off_host") {
     const auto r = std::get<AcceptReply>(round_trip(AcceptReply{1, 0, "", params(), {}, {}}));
     CHECK(r.params.same_host);
     CHECK(r.params.rfc7306);
@@ -95,10 +95,12 @@ TEST_CASE("daemon protocol: the same-host agreement and offers arrive as sent",
     o.encode(sent);
     r.params.peer_same_host->encode(got);
     CHECK(std::memcmp(sent, got, sizeof sent) == 0);
-    // The defaults: no agreement, no offer.
+    CHECK(r.params.peer_off_host);
+    // The defaults: no agreement, no offer, a peer not known to be elsewhere.
     const auto c = std::get<ConnectReply>(round_trip(ConnectReply{}));
     CHECK_FALSE(c.params.same_host);
     CHECK_FALSE(c.params.peer_same_host);
+    CHECK_FALSE(c.params.peer_off_host);
   }
   SECTION("ConnRequest.same_host, both ways") {
     CHECK(std::get<ConnRequest>(round_trip(ConnRequest{7, 42, {}, {}, {}, 1, 1, true})).same_host);

@@ -49,7 +49,7 @@ Daemon ib_daemon() {
   d.s.on_ib_listen(kIbListener, v6("::", 4791));
   CHECK(d.s.interest(kIbListener) == Interest::Accept);
   CHECK(d.s.listeners().empty()); // not a client's: status lists it apart
-  d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, d.now);
+  d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, true, d.now);
   REQUIRE(d.step().empty());
   return d;
 }
@@ -154,7 +154,7 @@ TEST_CASE("IB-style connect keeps to TCP: no same-host bit asked or answered", "
   SECTION("the responder: a Request with the bit gets a Reply without it") {
     Daemon d(policy(on));
     d.s.on_ib_listen(kIbListener, v6("::", 4791));
-    d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, d.now);
+    d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, true, d.now);
     REQUIRE(d.step().empty());
     d.s.on_ib_wait(kClient, wait_msg(), d.now);
     CHECK(d.step().empty());
@@ -174,7 +174,7 @@ TEST_CASE("IB-style connect keeps to TCP: no same-host bit asked or answered", "
     Daemon d(policy(on));
     d.s.on_connect(kClient, d.connect_msg(), kSock, 0, d.now, true);
     REQUIRE(d.step().empty());
-    d.s.on_connected(kSock, kLocal, d.now);
+    d.s.on_connected(kSock, kLocal, true, d.now);
     REQUIRE(d.step().empty());
     const Bytes req = d.write();
     const auto header = iwarp::MpaFrameHeader::decode(req.data());
@@ -271,7 +271,7 @@ TEST_CASE("IB-style connect, uiwarpd responder: a Request taken from the backlog
   CHECK(d.step() == Lines{"flush 21"});
   expect_handed_over(d, first); // no QP waits now
   constexpr SockId kNext = 22;
-  d.s.on_incoming(kIbListener, kNext, kLocal, kPeer, d.now);
+  d.s.on_incoming(kIbListener, kNext, kLocal, kPeer, true, d.now);
   d.s.on_listener_closed(kIbListener);
   CHECK(d.step() == Lines{"close " + std::to_string(kIbListener)});
   MpaStartup next = ib_initiator(kTheirs + 1, kMine + 1);

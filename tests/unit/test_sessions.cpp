@@ -41,7 +41,7 @@ TEST_CASE("uiwarpd sessions: Listen registers the socket, a missing socket is re
   CHECK(d.s.interest(kListener) == Interest::None);
 
   // A connection accepted on a listener that is gone is closed at once.
-  d.s.on_incoming(kListener, kSock, kLocal, kPeer, d.now);
+  d.s.on_incoming(kListener, kSock, kLocal, kPeer, true, d.now);
   CHECK(d.step() == Lines{"close 21"});
   CHECK(d.s.sessions().empty());
 }
@@ -441,7 +441,7 @@ TEST_CASE("uiwarpd sessions: MPA policy overrides of a listener, per device on a
                   kListener, kLocal);
     REQUIRE(d.step() == Lines{"to 7 ListenReply"});
     CHECK(d.s.wants_netdev(kListener));
-    d.s.on_incoming(kListener, kSock, kLocal, kPeer, d.now, netdev);
+    d.s.on_incoming(kListener, kSock, kLocal, kPeer, true, d.now, netdev);
     REQUIRE(d.step().empty());
     MpaPolicy ip;
     ip.crc = false;

@@ -44,7 +44,7 @@ TEST_CASE("IR-01 uiwarpd active side: Request, the peer's Reply, the hand-over w
   CHECK(d.s.counters().connects == 1);
 
   d.now += 3ms;
-  d.s.on_connected(kSock, kLocal, d.now);
+  d.s.on_connected(kSock, kLocal, true, d.now);
   CHECK(d.step().empty());
   CHECK_FALSE(d.s.connecting(kSock));
   // "MPA ID Req Frame", M=1 C=1 S=1, Rev 2; A=1, IRD 4 (the Connect's, not the policy's 16);

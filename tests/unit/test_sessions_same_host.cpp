@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
 // uiwarpd's sessions core (cm/daemon/sessions.hpp) and uiwarp's same-host path: whether a
-// Request's bit gets an offer, the offer's octets at the end of the Reply, and what each end's
-// client hears: the agreement, or the responder's offer (sessions_harness.hpp).
+// Request's bit gets an offer (the policy, and the peer's address, which must be this host's),
+// the offer's octets at the end of the Reply, and what each end's client hears: the agreement,
+// the responder's offer, or why there is none (sessions_harness.hpp).
 #include "catch_compat.hpp"
 #include "same_host_samples.hpp"
 #include "sessions_harness.hpp"
@@ -60,6 +61,7 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
     CHECK(ar.status == 0);
     CHECK(ar.params.same_host);
     CHECK_FALSE(ar.params.peer_same_host); // the offer is the initiator's to take
+    CHECK_FALSE(ar.params.peer_off_host);
     CHECK(d.s.handed()[0].params.same_host);
   }
   SECTION("an Accept without an offer: a Reply without the bit or the trailer") {
@@ -118,6 +120,39 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
   }
 }
 
+TEST_CASE("uiwarpd passive side, the same-host path: a peer whose address is not this host's gets "
+          "an ordinary Reply, whatever its Request and the client's Accept say",
+          "[sessions][same-host]") {
+  // The offer names this process (boot id, pid namespace, uid, pid): it goes only to a peer on
+  // this host, which the event loop tells (uiwarp::host_address of the accepted socket's peer).
+  Daemon d(policy(with_same_host(true)));
+  d.listen();
+  d.incoming(kSock, kListener, /*on_host=*/false);
+  MpaStartup peer = MpaStartup::initiator(with_same_host(true), text("hi"), t0);
+  const proto::ConnRequest cr = d.request(peer);
+  CHECK_FALSE(cr.same_host); // no offer is wanted
+  // A client that sends one anyway: it stays out of the Reply.
+  d.s.on_accept(kClient, proto::Accept{cr.token, u8("yes"), 4, 4, uiwarp::test::sample_offer()},
+                d.now);
+  CHECK(d.step() == Lines{"flush 21"});
+  const Bytes reply = d.write();
+  const auto header = iwarp::MpaFrameHeader::decode(reply.data());
+  REQUIRE(header);
+  CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
+  CHECK(header->pd_length == iwarp::kEnhancedDataLen + 3);
+  REQUIRE(peer.on_bytes(reply) == reply.size());
+  require_established(peer);
+  CHECK_FALSE(peer.result().same_host);
+  CHECK_FALSE(peer.result().peer_same_host);
+  CHECK(peer.result().peer_private_data == text("yes"));
+  // The program's path says why.
+  const auto ar = message<proto::AcceptReply>(d.actions());
+  CHECK(ar.status == 0);
+  CHECK_FALSE(ar.params.same_host);
+  CHECK(ar.params.peer_off_host);
+  CHECK(iwarp::same_host_refusal(ar.params) == "the peer's address is not this host's");
+}
+
 TEST_CASE("uiwarpd active side, the same-host path: the Request asks, the responder's offer "
           "reaches the client in ConnectReply's params",
           "[sessions][same-host]") {
@@ -141,6 +176,7 @@ TEST_CASE("uiwarpd active side, the same-host path: the Request asks, the respon
   const auto r = message<proto::ConnectReply>(d.actions());
   CHECK(r.status == 0);
   CHECK(r.params.same_host == daemon_on);
+  CHECK_FALSE(r.params.peer_off_host);
   if (daemon_on) {
     REQUIRE(r.params.peer_same_host);
     CHECK(*r.params.peer_same_host == offer);
@@ -148,4 +184,21 @@ TEST_CASE("uiwarpd active side, the same-host path: the Request asks, the respon
   } else {
     CHECK_FALSE(r.params.peer_same_host);
   }
+}
+
+TEST_CASE("uiwarpd active side, the same-host path: to a peer whose address is not this host's, "
+          "the client hears why no offer came",
+          "[sessions][same-host]") {
+  Daemon d(policy(with_same_host(true)));
+  const Bytes req = d.connect(d.connect_msg(), /*on_host=*/false);
+  MpaStartup peer = peer_responder(with_same_host(true), req);
+  peer.accept({}, {}, {}); // a uiwarp responder makes no offer to a peer elsewhere
+  const Bytes reply = take(peer);
+  REQUIRE(d.feed(reply) == reply.size());
+  const auto r = message<proto::ConnectReply>(d.actions());
+  CHECK(r.status == 0);
+  CHECK_FALSE(r.params.same_host);
+  CHECK(r.params.peer_off_host);
+  CHECK(iwarp::same_host_refusal(r.params) == "the peer's address is not this host's");
+  CHECK(d.s.handed()[0].params.peer_off_host);
 }

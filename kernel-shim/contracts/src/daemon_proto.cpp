@@ -54,6 +54,7 @@ private:
     uint(p.recv_wait_ms, 4);
     put(p.same_host);
     put(p.peer_same_host);
+    put(p.peer_off_host);
   }
   // A presence octet, then the offer's kSameHostOfferLen octets as the MPA Reply carries them.
   void put(const std::optional<iwarp::SameHostOffer>& o) {
@@ -144,6 +145,7 @@ private:
     p.recv_wait_ms = static_cast<std::uint32_t>(uint(4));
     get(p.same_host);
     get(p.peer_same_host);
+    get(p.peer_off_host);
   }
   // Only a valid offer (magic and version) is sent: anything else is not a message.
   void get(std::optional<iwarp::SameHostOffer>& o) {

@@ -31,7 +31,14 @@ struct ConnParams {
   std::uint32_t recv_wait_ms = 2000; // local policy, not negotiated: MpaPolicy::recv_wait
   bool same_host = false; // both ends are uiwarp and agreed on the same-host path (an extension)
   std::optional<SameHostOffer> peer_same_host; // initiator: the responder's same-host offer
+  // uiwarpd's word, not negotiated: the peer's address is not this host's. A uiwarpd responder
+  // then makes no same-host offer; either end names it as the reason there is no such path.
+  bool peer_off_host = false;
 };
+
+// Why a connection of `p` goes without the same-host path, as far as its set-up tells ("" when
+// it was agreed): "the peer's address is not this host's", or "not agreed in the MPA exchange".
+std::string same_host_refusal(const ConnParams& p);
 
 // The parameters `role`'s end of an exchange got, with the local policy's receive wait.
 ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local = {});

@@ -32,11 +32,12 @@
 //                                                `uiwarp conn show --closed`)
 //   Path     {local, peer, qp_num, text}        (no reply: how the QP's RDMA Writes and Reads
 //                                                move changed after Attached, for conn show)
-// (pd: private data; params: iwarp::ConnParams, with the same-host path's agreement and, at an
-// initiator, the responder's offer; policy: MPA policy overrides of the device and
-// UIWARP_MPA_POLICY, "key=value ...", which uiwarpd applies over its own to that listener's or
-// connection's MPA exchanges, or refuses, naming the key. same_host: the Request asked for
-// uiwarp's same-host path and the listener's policy allows it, so an Accept may bring the
+// (pd: private data; params: iwarp::ConnParams, with the same-host path's agreement, at an
+// initiator the responder's offer, and uiwarpd's word whether the peer's address is this host's;
+// policy: MPA policy overrides of the device and UIWARP_MPA_POLICY, "key=value ...", which
+// uiwarpd applies over its own to that listener's or connection's MPA exchanges, or refuses,
+// naming the key. same_host: the Request asked for uiwarp's same-host path, the listener's
+// policy allows it and the peer's address is this host's, so an Accept may bring the
 // provider's offer (iwarp::SameHostOffer) for the Reply. path: the provider's "same-host" or
 // "tcp: why not", ShimOps::qp_path.) The listening and connecting sockets are the program's
 // own: it bound them where its rdma_cm id is bound (cma_get_port), and uiwarpd listens or connects
@@ -59,7 +60,7 @@
 namespace uiwarp::proto {
 
 // Raised whenever a message changes shape; both ends must agree exactly.
-inline constexpr std::uint32_t kVersion = 8;
+inline constexpr std::uint32_t kVersion = 9;
 inline constexpr std::size_t kMaxPacket = 4096;
 
 using Bytes = std::vector<std::uint8_t>;
@@ -116,8 +117,9 @@ struct ConnRequest {
   sockaddr_storage src{}, dst{};
   Bytes private_data;
   std::uint32_t ird = 0, ord = 0;
-  // The Request carried uiwarp's same-host bit (iwarp::kMpaFlagSameHost) and the listener's
-  // policy has same-host on: an offer in the Accept goes into the Reply.
+  // The Request carried uiwarp's same-host bit (iwarp::kMpaFlagSameHost), the listener's
+  // policy has same-host on, and the peer's address is this host's: an offer in the Accept goes
+  // into the Reply.
   bool same_host = false;
 };
 struct Accept {

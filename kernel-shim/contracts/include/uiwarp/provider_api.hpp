@@ -35,7 +35,7 @@
 namespace uiwarp {
 
 // Raised whenever anything below changes shape.
-inline constexpr std::uint32_t kProviderAbi = 7;
+inline constexpr std::uint32_t kProviderAbi = 8;
 
 enum class QpEvent : std::uint32_t {
   Disconnected = 1, // graceful close finished, or the peer closed
