@@ -21,6 +21,7 @@
 // table refuses (an invalid STag, rights, bounds), goes over TCP, which then produces the
 // exact Terminate and completion the TCP path always does.
 #include "provider.hpp"
+#include "same_host_gate.hpp"
 #include "uiwarp/env.hpp"
 #include "uiwarp/log.hpp"
 #include "uiwarp/provider_api.hpp"
@@ -297,49 +298,52 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
       engine->state() != iwarp::QpState::Rts || conn.peer_closed)
     return false;
-  if (sh.forks != samehost::fork_generation()) {
-    // A child of fork() posting on its parent's QP: the pins and the peer's watch are the
-    // parent's, so the child never copies (its copy of the mapping goes, nothing else).
-    give_up(this, "posted in a child of the process that connected");
+  using drive::TcpReason;
+  const auto tcp = [this](TcpReason r) {
+    drv.on_same_host_tcp(static_cast<std::uint8_t>(r));
     return false;
-  }
-  // Only behind nothing: every earlier WR complete, every octet sent and processed (the RTR
-  // alone excepted: same_host_started).
-  const std::uint64_t framed = engine->tx_framed();
-  if (engine->sq_outstanding() != 0 || engine->completions_ready() != 0 || tx.piped != 0 ||
-      engine->tx_pending() ||
-      (sh.peer->reader().consumed(sh.peer_slot) != framed && framed != sh.rtr_octets)) {
-    drv.on_same_host(false);
-    return false;
-  }
+  };
   iovec iov[iwarp::kMaxSge + 1];
   std::size_t n = 0;
   std::uint64_t total = 0;
+  // An SGE that does not resolve: TCP reports the local error exactly (not the path's to count).
   if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
-  const drive::Ns start = mono_ns();
-  if (!drv.copy_now(total, start, send_cq()->drv.polled_at())) {
-    drv.on_same_host(false); // a burst of small posts: one sendmsg carries them
-    return false;
+  drive::GateFacts f;
+  f.forked = sh.forks != samehost::fork_generation();
+  f.sq_outstanding = static_cast<std::uint32_t>(engine->sq_outstanding());
+  f.completions_ready = static_cast<std::uint32_t>(engine->completions_ready());
+  f.tx_pending = engine->tx_pending();
+  f.piped = tx.piped;
+  f.framed = engine->tx_framed();
+  f.consumed = f.forked ? 0 : sh.peer->reader().consumed(sh.peer_slot);
+  f.rtr_octets = sh.rtr_octets;
+  f.octets = total;
+  f.now = mono_ns();
+  f.send_cq_polled = send_cq()->drv.polled_at();
+  const drive::Gate g = drive::decide(f, drv);
+  if (!g.copy) {
+    // A child of fork() posting on its parent's QP: the pins and the peer's watch are the
+    // parent's, so the child never copies (its copy of the mapping goes, nothing else).
+    if (g.why == TcpReason::Fork) give_up(this, "posted in a child of the process that connected");
+    return tcp(g.why);
   }
   switch (copy_pieces(this, write, w, iov, total)) {
   case Copy::Done: break;
-  case Copy::Refused: drv.on_same_host(false); return false;
+  case Copy::Refused: return tcp(TcpReason::Refused);
   case Copy::Ended:
     // The target closed our slot and gave it to another connection: ours is over there, and
     // TCP says so.
     give_up(this, "the peer ended the connection");
-    drv.on_same_host(false);
-    return false;
+    return tcp(TcpReason::Stopped);
   case Copy::Fault:
     // The target went, or memory was unmapped under the pin: this WR and every later one take
     // TCP, which either carries them or reports the connection's end.
-    give_up(this, std::string(write ? "process_vm_writev" : "process_vm_readv") +
-                      " failed: TCP from here on");
-    drv.on_same_host(false);
-    return false;
+    give_up(this, std::string(write ? "the copy into" : "the copy out of") +
+                      " the peer failed: TCP from here on");
+    return tcp(TcpReason::Fault);
   }
-  drv.on_same_host(true);
-  drv.on_copied(start, mono_ns());
+  drv.on_same_host_copied();
+  drv.on_copied(f.now, mono_ns());
   if (w.signaled) {
     const auto c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Success,
                                            iwarp::completion_opcode(w.opcode),

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 //
-// The drive policy (providers/uiwarp/drive.hpp) on a virtual clock: when a post is held for
+// The drive policy (providers/uiwarp/drive/drive.hpp) on a virtual clock: when a post is held for
 // the next drive and when it goes, the receive back-off, parking, idle pollers' yields, the
 // progress thread's poll_at(), and the Read Response path's epochs. The provider's own tests
 // (tests/cm: test_datapath, test_poll_yield, test_close_order) run the same rules for real.
 #include "catch_compat.hpp"
 #include "drive.hpp"
+#include "same_host_gate.hpp"
 
 #include <cstdint>
 #include <string>
@@ -332,10 +333,69 @@ TEST_CASE("drive: the same-host path copies all but small posts back to back in 
   CHECK(d.copy_now(kCopyAlwaysOctets, t, polled));
   // A pause longer than back to back: copied again.
   CHECK(d.copy_now(64, t + kBackToBackNs + kUs, polled));
-  d.on_same_host(true);
-  d.on_same_host(false);
+  d.on_same_host_copied();
+  d.on_same_host_tcp(static_cast<std::uint8_t>(TcpReason::Burst));
+  d.on_same_host_tcp(static_cast<std::uint8_t>(TcpReason::Refused));
+  d.on_same_host_tcp(static_cast<std::uint8_t>(TcpReason::Refused));
   CHECK(d.counters().same_host == 1);
-  CHECK(d.counters().same_host_tcp == 1);
-  CHECK(d.counters().describe().find("same-host Writes and Reads 1, left to TCP 1") !=
+  CHECK(d.counters().same_host_tcp[static_cast<std::size_t>(TcpReason::Refused)] == 2);
+  CHECK(d.counters().describe().find(
+            "same-host Writes and Reads 1, left to TCP 3 (burst 1, refused 2)") !=
         std::string::npos);
+}
+
+namespace {
+// A QP behind nothing, its target caught up: what each case below changes one fact of.
+GateFacts idle(Ns now) {
+  GateFacts f;
+  f.framed = f.consumed = 4096;
+  f.rtr_octets = 24;
+  f.octets = kCopyAlwaysOctets;
+  f.now = now;
+  f.send_cq_polled = now - kUs;
+  return f;
+}
+} // namespace
+
+TEST_CASE("drive: the same-host gate copies only behind nothing, and says why not", "[drive]") {
+  QpDrive d;
+  const Ns t = kStart;
+  CHECK(decide(idle(t), d).copy);
+  const auto why = [&](GateFacts f) {
+    const Gate g = decide(f, d);
+    CHECK_FALSE(g.copy);
+    return g.why;
+  };
+  GateFacts f = idle(t);
+  f.forked = true;
+  CHECK(why(f) == TcpReason::Fork);
+  f = idle(t);
+  f.sq_outstanding = 1; // an earlier WR (a Send, a Read over TCP) not complete
+  CHECK(why(f) == TcpReason::Behind);
+  f = idle(t);
+  f.completions_ready = 1; // its completion not yet in the CQ
+  CHECK(why(f) == TcpReason::Behind);
+  f = idle(t);
+  f.tx_pending = true;
+  CHECK(why(f) == TcpReason::Behind);
+  f = idle(t);
+  f.piped = 100;
+  CHECK(why(f) == TcpReason::Behind);
+  f = idle(t);
+  f.consumed = 4000; // the target has not processed every octet sent to it
+  CHECK(why(f) == TcpReason::Behind);
+  // Only the RTR sent, which places nothing: copied though the target has not processed it.
+  f = idle(t);
+  f.framed = f.rtr_octets;
+  f.consumed = 0;
+  CHECK(decide(f, d).copy);
+  // A small post back to back after a copy, in a poll loop: with its burst, over TCP.
+  d.on_copied(t, t + kUs);
+  f = idle(t + kUs + 100);
+  f.octets = 64;
+  f.send_cq_polled = t - kUs;
+  CHECK(why(f) == TcpReason::Burst);
+  for (std::size_t r = 0; r < kTcpReasons; ++r) // each reason has a name of its own
+    for (std::size_t q = 0; q < r; ++q)
+      CHECK(std::string(name(static_cast<TcpReason>(r))) != name(static_cast<TcpReason>(q)));
 }

@@ -2,9 +2,9 @@
 //
 // The grant of a target's memory to its same-host peer (grant.hpp): an abstract unix socket,
 // one request, one answer with two descriptors.
-#include "samehost/grant.hpp"
+#include "grant.hpp"
 
-#include "samehost/result.hpp"
+#include "result.hpp"
 
 #include <cerrno>
 #include <cstddef>

@@ -22,7 +22,7 @@
 // and waits for the answer there (GrantRequest::poll), a fraction of a millisecond.
 #pragma once
 
-#include "samehost/shared_region.hpp"
+#include "shared_region.hpp"
 
 #include <cstdint>
 #include <string>

@@ -7,10 +7,10 @@
 // answer names it. One per device context; thread-safe.
 #pragma once
 
+#include "grant.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/wire.hpp"
-#include "samehost/grant.hpp"
-#include "samehost/shared_region.hpp"
+#include "shared_region.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -4,7 +4,7 @@
 // or the failing step with its errno's text. Internal to samehost/.
 #pragma once
 
-#include "samehost/shared_region.hpp"
+#include "shared_region.hpp"
 
 #include <cstring>
 #include <string>

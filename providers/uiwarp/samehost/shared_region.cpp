@@ -3,10 +3,10 @@
 // The system calls around the shared STag table (shared_region.hpp): memfd, seals, mmap,
 // getrandom and pidfds on the target's side; pidfd_getfd, mmap and process_vm_writev/readv on
 // the initiator's. The protocol itself is stag_share.cpp's.
-#include "samehost/shared_region.hpp"
+#include "shared_region.hpp"
 
 #include "iwarp/dma.hpp"
-#include "samehost/result.hpp"
+#include "result.hpp"
 
 #include <algorithm>
 #include <cerrno>

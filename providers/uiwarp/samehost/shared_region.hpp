@@ -9,7 +9,7 @@
 // Both classes report failures as values with a reason; nothing here throws or prints.
 #pragma once
 
-#include "samehost/stag_share.hpp"
+#include "stag_share.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -13,7 +13,7 @@
 //    ThreadSanitizer does not model fences, and GCC warns of them under it): a payload load
 //    that saw a later publish()'s store makes that publish's invalidation visible to the
 //    second state load, so a torn snapshot is refused.
-#include "samehost/stag_share.hpp"
+#include "stag_share.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -3,6 +3,8 @@
 // The drive policy (drive.hpp): decisions only; the callers do the I/O and read the clock.
 #include "drive.hpp"
 
+#include "same_host_gate.hpp"
+
 #include <algorithm>
 
 namespace uiwarp::drive {
@@ -33,7 +35,8 @@ Counters& Counters::operator+=(const Counters& o) {
   spliced += o.spliced;
   path_changes += o.path_changes;
   same_host += o.same_host;
-  same_host_tcp += o.same_host_tcp;
+  for (std::size_t i = 0; i < same_host_tcp.size(); ++i)
+    same_host_tcp[i] += o.same_host_tcp[i];
   return *this;
 }
 
@@ -44,15 +47,23 @@ std::string Counters::describe() const {
     if (held_sent_by[i])
       by += std::string(by.empty() ? "" : ", ") + name(static_cast<Driver>(i)) + " " +
             n(held_sent_by[i]);
+  std::uint64_t tcp = 0;
+  std::string why;
+  for (std::size_t i = 0; i < same_host_tcp.size(); ++i) {
+    tcp += same_host_tcp[i];
+    if (same_host_tcp[i])
+      why += std::string(why.empty() ? "" : ", ") + name(static_cast<TcpReason>(i)) + " " +
+             n(same_host_tcp[i]);
+  }
   return "posts " + n(posts_sent) + " sent at once, " + n(posts_held) + " held" +
          (by.empty() ? "" : " (sent with a drive by " + by + ")") + ", Reads held " +
          n(reads_held) + ", deadlines " + n(deadlines) + "; quiet back-offs " + n(quiet) +
          ", full socket " + n(full) + "; parks " + n(parks) + ", unparks " + n(unparks) +
          ", adopted drives " + n(adopted) + ", yields " + n(yields) + "; Read Responses copied " +
          n(copied) + ", spliced " + n(spliced) + ", path changes " + n(path_changes) +
-         (same_host || same_host_tcp
-              ? "; same-host Writes and Reads " + n(same_host) + ", left to TCP " + n(same_host_tcp)
-              : "");
+         (same_host || tcp ? "; same-host Writes and Reads " + n(same_host) + ", left to TCP " +
+                                 n(tcp) + (why.empty() ? "" : " (" + why + ")")
+                           : "");
 }
 
 // ---- posts ----

@@ -102,9 +102,10 @@ struct Counters {
   std::uint64_t yields = 0;              // sched_yield calls of idle pollers
   std::uint64_t copied = 0, spliced = 0; // pushes of large Read Responses, by path
   std::uint64_t path_changes = 0;
-  // RDMA Writes and Reads copied by the same-host path, and those it left to TCP (something
-  // before them unfinished, a refusal of the target's table, a fault).
-  std::uint64_t same_host = 0, same_host_tcp = 0;
+  // RDMA Writes and Reads copied by the same-host path, and those it left to TCP, by reason
+  // (same_host_gate.hpp's TcpReason: behind, burst, refused, fault, fork, stopped).
+  std::uint64_t same_host = 0;
+  std::array<std::uint64_t, 6> same_host_tcp{};
 
   Counters& operator+=(const Counters& o);
   // "posts 10 sent, 30 held (sent by poll 28, deadline 2), ..." — only what happened.
@@ -194,7 +195,9 @@ public:
   bool copy_now(std::size_t octets, Ns now, Ns send_cq_polled) const;
   // A copy ran from `start` to `end`: a post, for the burst test of the next one.
   void on_copied(Ns start, Ns end);
-  void on_same_host(bool copied) { ++(copied ? c_.same_host : c_.same_host_tcp); }
+  void on_same_host_copied() { ++c_.same_host; }
+  // `reason`: a same_host_gate.hpp TcpReason.
+  void on_same_host_tcp(std::uint8_t reason) { ++c_.same_host_tcp.at(reason); }
 
   // ---- Read Responses: copy or by reference ----
   enum class Path : std::uint8_t { Copy = 0, Splice = 1 };
