@@ -287,6 +287,22 @@ TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration
   for (char c : target.buf)
     landed += c != 0;
   CHECK(landed == 0);
+  // The refused Write ended the target's connection with a Terminate: its QP's
+  // IBV_EVENT_QP_FATAL is this test's, taken before the QP goes (as a program must ack it).
+  const int fd = target.id->verbs->async_fd;
+  REQUIRE(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
+  ibv_async_event ev{};
+  int fatal = 0;
+  for (int i = 0; i < 2000 && fatal == 0; ++i) {
+    if (ibv_get_async_event(target.id->verbs, &ev) != 0) {
+      std::this_thread::sleep_for(1ms);
+      continue;
+    }
+    fatal += ev.event_type == IBV_EVENT_QP_FATAL && ev.element.qp == target.qp();
+    ibv_ack_async_event(&ev);
+  }
+  CHECK(fatal == 1);
+  REQUIRE(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
 }
 
 TEST_CASE("a target that execs while a same-host copy into it is on its way gets none of it",
