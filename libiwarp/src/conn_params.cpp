@@ -24,12 +24,6 @@ ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local)
   return p;
 }
 
-std::string same_host_refusal(const ConnParams& p) {
-  if (p.same_host) return "";
-  return p.peer_off_host ? "the peer's address is not this host's"
-                         : "not agreed in the MPA exchange";
-}
-
 std::string describe(const ConnParams& p) {
   static const char* const kRtr[] = {"send", "write", "read"};
   std::string s = std::string(p.version ? "IETF" : "RDMAC") + " crc " + (p.crc ? "on" : "off") +

@@ -38,7 +38,13 @@ struct ConnParams {
 
 // Why a connection of `p` goes without the same-host path, as far as its set-up tells ("" when
 // it was agreed): "the peer's address is not this host's", or "not agreed in the MPA exchange".
-std::string same_host_refusal(const ConnParams& p);
+// Inline: the shim, built without the sanitizers the rest may have, must not link the
+// compiled core for it (as SameHostOffer's encode and decode).
+inline std::string same_host_refusal(const ConnParams& p) {
+  if (p.same_host) return "";
+  return p.peer_off_host ? "the peer's address is not this host's"
+                         : "not agreed in the MPA exchange";
+}
 
 // The parameters `role`'s end of an exchange got, with the local policy's receive wait.
 ConnParams conn_params(const MpaResult& r, MpaRole role, const MpaPolicy& local = {});
