@@ -152,7 +152,6 @@ void Sessions::on_connect(ClientId c, const proto::Connect& m, SockId sock, int 
   s.local = m.src;
   s.peer = m.dst;
   s.policy = policy;
-  s.policy.same_host = s.policy.same_host && !ib; // IB-style connect: TCP only
   s.until = now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy.timeout);
   sessions_[sock] = std::move(s);
 }

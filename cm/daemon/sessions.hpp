@@ -241,6 +241,7 @@ private:
     sockaddr_storage local, peer;
     std::uint16_t ird, ord;
     Clock::time_point until;
+    std::optional<iwarp::SameHostOffer> same_host_offer;
   };
   struct Session {
     ClientId client = -1;    // -1: an IB-style connect not yet matched with its QP

@@ -14,9 +14,7 @@ namespace uiwarp::daemon {
 
 void Sessions::on_ib_listen(SockId sock, const sockaddr_storage& addr) {
   ib_listener_ = sock;
-  iwarp::MpaPolicy policy = policy_.mpa;
-  policy.same_host = false; // no offer is made for an IB-style QP: TCP only
-  listeners_[sock] = Listener{-1, 0, addr, policy, {}};
+  listeners_[sock] = Listener{-1, 0, addr, policy_.mpa, {}};
 }
 
 void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_point now) {
@@ -28,7 +26,8 @@ void Sessions::on_ib_wait(ClientId c, const proto::IbConnect& m, Clock::time_poi
            m.peer,
            static_cast<std::uint16_t>(m.ird),
            static_cast<std::uint16_t>(m.ord),
-           now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout)};
+           now + (m.timeout_ms ? std::chrono::milliseconds(m.timeout_ms) : policy_.mpa.timeout),
+           m.same_host_offer};
   // Its peer may have come first: a held Request that names it.
   for (auto& [fd, s] : sessions_) {
     if (s.phase == Phase::IbWaiting && ib_names(s, w)) {
@@ -75,7 +74,10 @@ void Sessions::ib_accept(SockId sock, Session& s, const IbWait& w, Clock::time_p
   s.client = w.client;
   s.id = w.id;
   move(s, {Phase::Exchange, Phase::IbWaiting}, Phase::Accepted);
-  s.mpa->accept({}, w.ird ? w.ird : s.policy.ird, w.ord ? w.ord : s.policy.ord);
+  // The QP's offer, as rdma_accept's: only to a peer on this host (Sessions::request_received's
+  // rule); MpaStartup::accept sends it only if the Request asked.
+  s.mpa->accept({}, w.ird ? w.ird : s.policy.ird, w.ord ? w.ord : s.policy.ord,
+                s.peer_on_host && s.policy.same_host ? w.same_host_offer : std::nullopt);
   s.until = now + kDrainTimeout;
   actions_.push_back(Flush{sock});
   step(sock, s, now);

@@ -70,11 +70,12 @@ void Ucma::ib_cancel_locked(std::uint32_t qp_num) {
 // uiwarpd matches the connection's source address against the GID its QP was given).
 int Ucma::ib_send(IbPending& p) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.until - Clock::now());
-  proto::IbConnect m{p.id,         p.t.local,
-                     p.t.peer,     p.t.local_qpn,
-                     p.t.peer_qpn, p.t.ird,
-                     p.t.ord,      static_cast<std::uint32_t>(std::max<long long>(left.count(), 1)),
-                     p.t.initiator};
+  proto::IbConnect m{
+      p.id,          p.t.local,
+      p.t.peer,      p.t.local_qpn,
+      p.t.peer_qpn,  p.t.ird,
+      p.t.ord,       static_cast<std::uint32_t>(std::max<long long>(left.count(), 1)),
+      p.t.initiator, p.t.same_host_offer};
   int fd = -1;
   if (p.t.initiator) {
     sockaddr_storage a = p.t.local;

@@ -76,6 +76,12 @@ int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask) {
   t.ird = (mask & IBV_QP_MAX_DEST_RD_ATOMIC) ? attr.max_dest_rd_atomic : 0;
   t.ord = Limits::kMaxOrdIrd;
   t.initiator = *role == ib::Role::Initiator;
+  // The responder's uiwarpd accepts without asking the program (no rdma_accept): the same-host
+  // offer goes with the wait, and into the Reply if the Request asks for the path.
+  if (!t.initiator) {
+    iwarp::SameHostOffer offer;
+    if (same_host_offer_locked(qp, &offer)) t.same_host_offer = offer;
+  }
   if (int err = ops->ib_connect(me, t)) return err;
   qp->ib.pending = true;
   qp->ib.path = true;

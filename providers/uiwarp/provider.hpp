@@ -278,6 +278,9 @@ struct Qp {
     std::uint64_t rtr_octets = 0;             // what attach() sent first: the RFC 6581 RTR, if any
     // samehost::fork_generation() at the probe: a child of fork() does not copy.
     std::uint32_t forks = 0;
+    // How the path reaches the peer once On (PeerRegion::Reach), for a report made without
+    // the QP's lock (same_host_wait_report).
+    std::atomic<std::uint8_t> reach{0};
   } sh;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
@@ -522,5 +525,7 @@ void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept;
 // The same-host offer of QP qp_num at rdma_accept (ProviderOps::same_host_offer,
 // qp_same_host.cpp).
 bool same_host_offer(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept;
+// The same, qp->mu held: IB-style connect's responder makes its offer at RTR (ib_connect.cpp).
+bool same_host_offer_locked(Qp* qp, iwarp::SameHostOffer* out);
 
 } // namespace uiwarp

@@ -156,6 +156,7 @@ void finish_responder(Qp* qp) {
   if (!why.empty()) return give_up(qp, why);
   ctx->same_host.watch(sh.my_slot, static_cast<pid_t>(a.pid));
   sh.state = Qp::SameHost::State::On;
+  sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
   report_path(qp, reach_name(sh.peer->reach()));
 }
 
@@ -278,12 +279,14 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   }
   c->same_host.watch(sh.my_slot, static_cast<pid_t>(o.pid));
   sh.state = SameHost::State::On;
+  sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
   report_path(this, reach_name(sh.peer->reach()));
 }
 
 void Qp::same_host_started() {
-  // Only the RTR can have gone (IB-style connect, whose early Sends go here too, never takes the
-  // path): a copy need not wait until the target has processed it, as it places nothing. Else a
+  // Only the RTR can have gone (with IB-style connect, Sends posted before the connection
+  // was up go first, and then this does not apply): a copy need not wait until the target has
+  // processed the RTR, as it places nothing. Else a
   // program that posts Reads at once, ORD deep and never letting the queue drain (ib_read_bw),
   // would start them behind the RTR over TCP and keep them there.
   if (sh.state != SameHost::State::Off && engine && !engine->tx_pending() && tx.piped == 0 &&
@@ -373,40 +376,48 @@ void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept {
     if (text) log::error("same-host", text);
     const ShimOps* s = shim();
     if (!s || !s->qp_path || qp_num == 0) return;
-    s->qp_path(qp_num, text ? (std::string("same-host, ") + text).c_str() : "same-host");
+    Qp* qp = find_qp(qp_num); // its lock may be this thread's (Qp::reap): read the atomic only
+    if (!qp) return;
+    const std::string path =
+        reach_name(static_cast<PeerRegion::Reach>(qp->sh.reach.load(std::memory_order_relaxed)));
+    qp->unref();
+    s->qp_path(qp_num, text ? (path + ", " + text).c_str() : path.c_str());
   } catch (...) { // std::bad_alloc: the report is only a report
   }
 }
 
+bool same_host_offer_locked(Qp* qp, iwarp::SameHostOffer* out) {
+  if (!out || !enabled() || qp->engine) return false;
+  const samehost::Identity self = samehost::identity();
+  if (!self.error.empty()) return false;
+  if (qp->sh.mine) qp->same_host_end(nullptr); // an earlier offer for this QP
+  auto opened = qp->ctx()->same_host.open(qp->pd_id, qp->vqp.qp.qp_num);
+  if (!opened) {
+    log::debug("same-host", "no offer: " + opened.error);
+    return false;
+  }
+  qp->sh.mine = true;
+  qp->sh.my_slot = opened.value->slot;
+  serve_grants(qp->ctx()); // the initiator asks for it as it attaches
+  *out = iwarp::SameHostOffer{};
+  out->boot_id = self.boot_id;
+  out->pid_ns = self.pid_ns;
+  out->uid = self.uid;
+  out->pid = self.pid;
+  out->table_fd = static_cast<std::uint32_t>(opened.value->table_fd);
+  out->slot = opened.value->slot;
+  out->nonce = samehost::to_bytes(opened.value->nonce);
+  return true;
+}
+
 // ProviderOps::same_host_offer: rdma_accept of a connection whose Request asked for the path.
 bool same_host_offer(std::uint32_t qp_num, iwarp::SameHostOffer* out) noexcept {
-  if (!out || !enabled()) return false;
   Qp* qp = find_qp(qp_num);
   if (!qp) return false;
   bool ok = false;
   {
     std::lock_guard lock(qp->mu);
-    const samehost::Identity self = samehost::identity();
-    if (self.error.empty() && !qp->engine) {
-      if (qp->sh.mine) qp->same_host_end(nullptr); // an earlier offer for this QP
-      auto opened = qp->ctx()->same_host.open(qp->pd_id, qp_num);
-      if (opened) {
-        qp->sh.mine = true;
-        qp->sh.my_slot = opened.value->slot;
-        serve_grants(qp->ctx()); // the initiator asks for it as it attaches
-        *out = iwarp::SameHostOffer{};
-        out->boot_id = self.boot_id;
-        out->pid_ns = self.pid_ns;
-        out->uid = self.uid;
-        out->pid = self.pid;
-        out->table_fd = static_cast<std::uint32_t>(opened.value->table_fd);
-        out->slot = opened.value->slot;
-        out->nonce = samehost::to_bytes(opened.value->nonce);
-        ok = true;
-      } else {
-        log::debug("same-host", "no offer: " + opened.error);
-      }
-    }
+    ok = same_host_offer_locked(qp, out);
   }
   qp->unref();
   return ok;

@@ -62,14 +62,22 @@ ib_pairs() {
 
 ib_pairs "" 127.0.0.1
 # VERBS_LOG_LEVEL=3: closing the device context says what the drive policy decided (drive.hpp);
-# ib_write_bw posts in bursts, so some posts are held for the next drive.
+# ib_write_bw posts in bursts, so over TCP some posts are held for the next drive.
 p=$(free_port)
-VERBS_LOG_LEVEL=3 run_pair write_bw-info ib_write_bw -x 1 -p "$p" -n 2000 -- \
+VERBS_LOG_LEVEL=3 UIWARP_SAME_HOST=off run_pair write_bw-info ib_write_bw -x 1 -p "$p" -n 2000 -- \
   ib_write_bw -x 1 -p "$p" -n 2000 127.0.0.1
 check "VERBS_LOG_LEVEL=3: the drive counters at context close" grep -qE \
   "uiwarp\[[0-9]+\] drive: uiwarp0 context closed: posts [0-9]+ sent at once, [1-9][0-9]* held .*yields [0-9]+" \
   "$T/write_bw-info.client"
 check "...and without it, nothing" bash -c "! grep -q 'drive:' '$T/ib_write_bw.client'"
+# The two processes are of one host: IB-style connections take the same-host path as the RDMA
+# CM's do (the responder's offer goes with its wait at RTR), and the counters count the copies.
+p=$(free_port)
+VERBS_LOG_LEVEL=3 run_pair write_bw-same-host ib_write_bw -x 1 -p "$p" -n 2000 -- \
+  ib_write_bw -x 1 -p "$p" -n 2000 127.0.0.1
+check "IB-style connect takes the same-host path: the client's Writes were copied" grep -qE \
+  "drive: uiwarp0 context closed: .*; same-host Writes and Reads [1-9][0-9]*," \
+  "$T/write_bw-same-host.client"
 # The RDMA CM path is unchanged beside it.
 p=$(free_port)
 run_pair write_bw-R ib_write_bw -R -p "$p" -n 200 -- ib_write_bw -R -p "$p" -n 200 127.0.0.1

@@ -7,6 +7,7 @@
 // a wait that times out; a wait or a session ended by Unlisten (sessions_harness.hpp).
 #include "catch_compat.hpp"
 #include "daemon_proto_samples.hpp"
+#include "same_host_samples.hpp"
 #include "sessions_harness.hpp"
 #include "uiwarp/ib_connect.hpp"
 
@@ -148,15 +149,21 @@ TEST_CASE("IB-style connect, uiwarpd responder: the Request meets the QP that wa
   }
 }
 
-TEST_CASE("IB-style connect keeps to TCP: no same-host bit asked or answered", "[ib][sessions]") {
+TEST_CASE("IB-style connect takes the same-host path as the RDMA CM's: the bit asked, and "
+          "answered with the waiting QP's offer for a peer on this host",
+          "[ib][sessions]") {
   MpaPolicy on;
   on.same_host = true;
-  SECTION("the responder: a Request with the bit gets a Reply without it") {
+  // The responder: its QP's offer goes with its wait (made at RTR), into the Reply.
+  for (bool peer_on_host : {true, false}) {
+    INFO((peer_on_host ? "a peer on this host" : "a peer elsewhere"));
     Daemon d(policy(on));
     d.s.on_ib_listen(kIbListener, v6("::", 4791));
-    d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, true, d.now);
+    d.s.on_incoming(kIbListener, kSock, kLocal, kPeer, peer_on_host, d.now);
     REQUIRE(d.step().empty());
-    d.s.on_ib_wait(kClient, wait_msg(), d.now);
+    proto::IbConnect w = wait_msg();
+    w.same_host_offer = uiwarp::test::sample_offer();
+    d.s.on_ib_wait(kClient, w, d.now);
     CHECK(d.step().empty());
     MpaStartup peer = MpaStartup::initiator(on, as_bytes(ib::encode({kTheirs, kMine})), t0);
     const Bytes req = mpat::take(peer);
@@ -165,22 +172,26 @@ TEST_CASE("IB-style connect keeps to TCP: no same-host bit asked or answered", "
     const Bytes reply = d.write();
     const auto header = iwarp::MpaFrameHeader::decode(reply.data());
     REQUIRE(header);
-    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
+    CHECK(((header->flags & iwarp::kMpaFlagSameHost) != 0) == peer_on_host);
     REQUIRE(peer.on_bytes(reply) == reply.size());
-    CHECK_FALSE(peer.result().same_host);
-    CHECK_FALSE(message<proto::ConnectReply>(d.actions()).params.same_host);
+    CHECK(peer.result().same_host == peer_on_host);
+    if (peer_on_host) {
+      REQUIRE(peer.result().peer_same_host);
+      CHECK(peer.result().peer_same_host->pid == uiwarp::test::sample_offer().pid);
+    }
+    // The offer is uiwarp's: none of it reaches the program as the Reply's private data.
+    CHECK(peer.result().peer_private_data.empty());
   }
-  SECTION("the initiator: its Request does not ask") {
-    Daemon d(policy(on));
-    d.s.on_connect(kClient, d.connect_msg(), kSock, 0, d.now, true);
-    REQUIRE(d.step().empty());
-    d.s.on_connected(kSock, kLocal, true, d.now);
-    REQUIRE(d.step().empty());
-    const Bytes req = d.write();
-    const auto header = iwarp::MpaFrameHeader::decode(req.data());
-    REQUIRE(header);
-    CHECK((header->flags & iwarp::kMpaFlagSameHost) == 0);
-  }
+  // The initiator: its Request asks.
+  Daemon d(policy(on));
+  d.s.on_connect(kClient, d.connect_msg(), kSock, 0, d.now, true);
+  REQUIRE(d.step().empty());
+  d.s.on_connected(kSock, kLocal, true, d.now);
+  REQUIRE(d.step().empty());
+  const Bytes req = d.write();
+  const auto header = iwarp::MpaFrameHeader::decode(req.data());
+  REQUIRE(header);
+  CHECK((header->flags & iwarp::kMpaFlagSameHost) != 0);
 }
 
 TEST_CASE("IB-style connect, uiwarpd responder: Requests that name no waiting QP are refused",

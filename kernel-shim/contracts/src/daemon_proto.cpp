@@ -211,7 +211,7 @@ template <class Io> void fields(Io& io, StatusLine& m) { io(m.text); }
 template <class Io> void fields(Io&, StatusEnd&) {}
 template <class Io> void fields(Io& io, IbConnect& m) {
   io(m.id), io(m.local), io(m.peer), io(m.local_qpn), io(m.peer_qpn), io(m.ird), io(m.ord),
-      io(m.timeout_ms), io(m.initiator);
+      io(m.timeout_ms), io(m.initiator), io(m.same_host_offer);
 }
 template <class Io> void fields(Io& io, Closed& m) {
   io(m.local), io(m.peer), io(m.qp_num), io(m.reason), io(m.drive), io(m.path);

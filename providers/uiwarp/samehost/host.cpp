@@ -342,6 +342,7 @@ void Host::settle() {
   std::uint32_t reported_qp = 0;
   bool reported = false;
   for (int round = 0;; ++round) {
+    std::string why;
     {
       std::lock_guard lock(mu_);
       if (!region_ || inherited_locked()) return;
@@ -350,14 +351,15 @@ void Host::settle() {
       if (!reported && std::chrono::steady_clock::now() - start >= std::chrono::seconds(1)) {
         for (const Pending& p : pending_) {
           if (p.tid != tid) continue;
-          const std::string why = describe_wait_locked(p, reported_qp);
-          if (report_) report_(reported_qp, why.c_str());
+          why = describe_wait_locked(p, reported_qp);
           reported = true;
           break;
         }
       }
     }
-    // Outside mu_: the observer calls of other threads, and their settle(), go on meanwhile.
+    // Outside mu_: the report reaches the shim, and the observer calls of other threads, and
+    // their settle(), go on meanwhile.
+    if (!why.empty() && report_) report_(reported_qp, why.c_str());
     nap(round);
   }
   if (reported && report_) report_(reported_qp, nullptr);

@@ -167,6 +167,9 @@ struct IbConnect {
   std::uint32_t ird = 0, ord = 0;
   std::uint32_t timeout_ms = 0; // how long to wait for (or retry) the peer
   bool initiator = false;       // ib::role(): this side opens the connection
+  // The responder's same-host offer, made at RTR (it accepts without asking its client): sent
+  // in the Reply if the Request asks for it and the peer's address is this host's.
+  std::optional<iwarp::SameHostOffer> same_host_offer{};
 };
 
 struct Attached {

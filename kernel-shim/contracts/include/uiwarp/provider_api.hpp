@@ -49,6 +49,9 @@ struct IbTarget {
   std::uint32_t local_qpn = 0, peer_qpn = 0;
   std::uint32_t ird = 0, ord = 0;
   bool initiator = false;
+  // The responder's same-host offer (the QP's slot, made at RTR), as same_host_offer makes it
+  // for rdma_accept: the responder's uiwarpd accepts without asking the program.
+  std::optional<iwarp::SameHostOffer> same_host_offer;
 };
 
 struct ProviderOps {
