@@ -76,6 +76,20 @@ bool stop_in_copy(pid_t pid, bool at_entry = false) {
   return false;
 }
 
+// Whether this run has same-host copies for the test to trace: not with the path off (the
+// target's own threads place every Write), nor under uiwarp-no-ptrace (no ptrace).
+bool traceable_copies() {
+  if (const char* v = std::getenv("UIWARP_SAME_HOST"); v && std::string(v) == "off") {
+    WARN("UIWARP_SAME_HOST=off: over TCP the target's own threads place every Write");
+    return false;
+  }
+  if (std::getenv("UIWARP_TEST_NO_PTRACE")) {
+    WARN("under uiwarp-no-ptrace: the test cannot trace its peer to a copy");
+    return false;
+  }
+  return true;
+}
+
 // The path of a program built beside this one.
 std::string beside(const char* name) {
   char self[4096] = {};
@@ -160,14 +174,7 @@ struct Target {
 
 TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration it copies into",
           "[datapath][samehost]") {
-  if (const char* v = std::getenv("UIWARP_SAME_HOST"); v && std::string(v) == "off") {
-    WARN("UIWARP_SAME_HOST=off: over TCP the target's own threads place every Write");
-    return;
-  }
-  if (std::getenv("UIWARP_TEST_NO_PTRACE")) {
-    WARN("under uiwarp-no-ptrace: the test cannot trace its peer to a copy");
-    return;
-  }
+  if (!traceable_copies()) return;
   // Another connection of the same context (both its ends in this process), up before the peer.
   ConnectedPair other;
   Target t;
@@ -307,14 +314,7 @@ TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration
 
 TEST_CASE("a target that execs while a same-host copy into it is on its way gets none of it",
           "[datapath][samehost]") {
-  if (const char* v = std::getenv("UIWARP_SAME_HOST"); v && std::string(v) == "off") {
-    WARN("UIWARP_SAME_HOST=off: over TCP the target's own threads place every Write");
-    return;
-  }
-  if (std::getenv("UIWARP_TEST_NO_PTRACE")) {
-    WARN("under uiwarp-no-ptrace: the test cannot trace its peer to a copy");
-    return;
-  }
+  if (!traceable_copies()) return;
   // Both ways a Write is copied: through /proc/PID/mem (up to 16 KiB) and process_vm_writev.
   for (const char* piece : {"8192", "1048576"}) {
     INFO("Writes of " << piece << " octets");

@@ -7,13 +7,12 @@
 // Writes of PIECE octets (1 MiB by default) of 'w', one at a time, until a Write fails (the
 // target deregistered the range, or went: the connection ends). Exits 0 then, 2-6 if the
 // connection could not be made.
-#include <arpa/inet.h>
+#include "peer_program.hpp"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <netinet/in.h>
-#include <rdma/rdma_cma.h>
 #include <vector>
 
 namespace {
@@ -46,10 +45,7 @@ int main(int argc, char** argv) {
   rdma_event_channel* ch = rdma_create_event_channel();
   rdma_cm_id* id = nullptr;
   if (!ch || rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP)) return 2;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<std::uint16_t>(std::atoi(argv[1])));
+  sockaddr_in a = peer::loopback(argv[1]);
   if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&a), 5000) ||
       !expect(ch, RDMA_CM_EVENT_ADDR_RESOLVED) || rdma_resolve_route(id, 5000) ||
       !expect(ch, RDMA_CM_EVENT_ROUTE_RESOLVED))
@@ -60,12 +56,7 @@ int main(int argc, char** argv) {
   ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
   static std::vector<char> buf(kPiece, 'w');
   ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
-  ibv_qp_init_attr qa{};
-  qa.send_cq = qa.recv_cq = cq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = qa.cap.max_recv_wr = 8;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  if (!mr || rdma_create_qp(id, pd, &qa)) return 4;
+  if (!mr || !peer::small_qp(id, pd, cq)) return 4;
   rdma_conn_param cp{};
   if (rdma_connect(id, &cp)) return 5;
   Range r{};
