@@ -306,11 +306,6 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     drv.on_same_host_tcp(static_cast<std::uint8_t>(r));
     return false;
   };
-  iovec iov[iwarp::kMaxSge + 1];
-  std::size_t n = 0;
-  std::uint64_t total = 0;
-  // An SGE that does not resolve: TCP reports the local error exactly (not the path's to count).
-  if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
   drive::GateFacts f;
   f.forked = sh.forks != samehost::fork_generation();
   f.sq_outstanding = static_cast<std::uint32_t>(engine->sq_outstanding());
@@ -318,11 +313,19 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
   f.tx_pending = engine->tx_pending();
   f.piped = tx.piped;
   f.framed = engine->tx_framed();
-  f.consumed = f.forked ? 0 : sh.peer->reader().consumed(sh.peer_slot);
   f.rtr_octets = sh.rtr_octets;
-  f.octets = total;
-  f.now = mono_ns();
-  f.send_cq_polled = send_cq()->drv.polled_at();
+  iovec iov[iwarp::kMaxSge + 1];
+  std::size_t n = 0;
+  std::uint64_t total = 0;
+  if (drive::queue_idle(f)) {
+    // Only now the peer's word and the WR's memory: a busy QP's posts go to TCP without them.
+    f.consumed = sh.peer->reader().consumed(sh.peer_slot);
+    // An SGE that does not resolve: TCP reports the local error exactly (not the path's).
+    if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
+    f.octets = total;
+    f.now = mono_ns();
+    f.send_cq_polled = send_cq()->drv.polled_at();
+  }
   const drive::Gate g = drive::decide(f, drv);
   if (!g.copy) {
     // A child of fork() posting on its parent's QP: the pins and the peer's watch are the

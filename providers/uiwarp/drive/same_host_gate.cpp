@@ -15,13 +15,16 @@ const char* name(TcpReason r) {
   return "?";
 }
 
+bool queue_idle(const GateFacts& f) {
+  return !f.forked && f.sq_outstanding == 0 && f.completions_ready == 0 && f.piped == 0 &&
+         !f.tx_pending;
+}
+
 Gate decide(const GateFacts& f, const QpDrive& d) {
   if (f.forked) return {false, TcpReason::Fork};
-  const bool queue_idle =
-      f.sq_outstanding == 0 && f.completions_ready == 0 && f.piped == 0 && !f.tx_pending;
   // Every framed octet processed by the target, or nothing framed but the RTR.
   const bool processed = f.consumed == f.framed || f.framed == f.rtr_octets;
-  if (!queue_idle || !processed) return {false, TcpReason::Behind};
+  if (!queue_idle(f) || !processed) return {false, TcpReason::Behind};
   if (!d.copy_now(f.octets, f.now, f.send_cq_polled)) return {false, TcpReason::Burst};
   return {true, TcpReason::Behind};
 }

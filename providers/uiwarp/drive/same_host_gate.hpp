@@ -56,6 +56,10 @@ struct Gate {
   TcpReason why = TcpReason::Behind; // when !copy
 };
 
+// Whether the QP's own queue lets a copy through (fork, queue, pipe, tx): the facts the edge
+// has without touching the peer's slot. The edge reads `consumed` (a cache line the target
+// writes) and resolves the WR's memory only when this is true: most posts of a busy QP stop here.
+bool queue_idle(const GateFacts& f);
 // The decision before the copy; the edge then pins (Refused), copies (Fault) and checks the
 // slot's epoch (Stopped), and reports those itself.
 Gate decide(const GateFacts& f, const QpDrive& d);
