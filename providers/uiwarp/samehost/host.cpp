@@ -167,10 +167,9 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
   if (!slot) return {std::nullopt, "shared STag table: every slot in use", EBUSY};
   // A slot reopens only once no pin is held: a close still pending for it is over, and its
   // watch goes before the new connection's comes.
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
-    if (it->is_slot && it->slot.slot == *slot) {
-      pending_.erase(it);
-      pending_n_.fetch_sub(1, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    if (pending_[i].is_slot && pending_[i].slot.slot == *slot) {
+      erase_pending(i);
       break;
     }
   }
@@ -179,6 +178,17 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
   Result<Opened> out;
   out.value = Opened{*slot, region_->fd(), region_->nonce()};
   return out;
+}
+
+void Host::erase_pending(std::size_t i) {
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+  pending_n_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Host::Pending* Host::pending_entry(std::uint32_t index) {
+  for (Pending& p : pending_)
+    if (!p.is_slot && p.entry.index == index) return &p;
+  return nullptr;
 }
 
 void Host::add_pending(Pending p) {
@@ -258,16 +268,13 @@ void Host::published(const iwarp::MemoryRegion& r) {
   Publisher& pub = region_->publisher();
   const std::uint32_t index = r.stag >> 8;
   if (index >= kLayout.capacity) return; // beyond the table: peers take TCP for it
-  for (Pending& p : pending_) {
+  if (Pending* p = pending_entry(index)) {
     // Its old entry still drains: published when the drain ends (reap_locked).
-    if (!p.is_slot && p.entry.index == index) {
-      if (pub.drained(p.entry) && pub.publish(v)) {
-        p.deferred.reset(); // reap_locked ends it
-      } else {
-        p.deferred = v;
-      }
-      return;
-    }
+    if (pub.drained(p->entry) && pub.publish(v))
+      p->deferred.reset(); // reap_locked ends it
+    else
+      p->deferred = v;
+    return;
   }
   if (pub.publish(v)) return;
   // Still published (set_observer shows every entry): withdraw, publish once drained.
@@ -286,13 +293,11 @@ void Host::withdrawn(std::uint32_t index) {
   // pinned finishes, and settle() in this thread waits for it before the memory may go.
   Publisher& pub = region_->publisher();
   const Ticket t = pub.begin_invalidate(index);
-  for (Pending& p : pending_) {
-    if (!p.is_slot && p.entry.index == index) {
-      // Withdrawn again before its last drain ended: what had waited to be published is not
-      // the table's any more, and was never a peer's to copy through.
-      p.deferred.reset();
-      return;
-    }
+  if (Pending* p = pending_entry(index)) {
+    // Withdrawn again before its last drain ended: what had waited to be published is not
+    // the table's any more, and was never a peer's to copy through.
+    p->deferred.reset();
+    return;
   }
   if (pub.drained(t)) return; // nobody held it: the usual case, nothing to wait for
   Pending p;
@@ -314,8 +319,7 @@ bool Host::reap_locked(pid_t tid) {
       region_->unwatch_peer(p.slot.slot);
     else if (p.deferred)
       pub.publish(*p.deferred);
-    pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-    pending_n_.fetch_sub(1, std::memory_order_relaxed);
+    erase_pending(i);
   }
   return !mine_left;
 }

@@ -114,6 +114,8 @@ private:
     std::optional<EntryValue> deferred;
   };
   void add_pending(Pending p);
+  void erase_pending(std::size_t i);
+  Pending* pending_entry(std::uint32_t index); // the entry `index`'s withdrawal, if pending
   // mu_ held: ends every pending whose copies have drained (publishing what was deferred); true
   // if `tid` has none left.
   bool reap_locked(pid_t tid);
