@@ -106,11 +106,15 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   }
   const bool held = qp->engine->rx_held();
   const bool parked = qp->drv.parked();
+  const bool ring = qp->sh.rx_ring;
   std::uint32_t want = 0;
-  if (!parked && !held) want |= EPOLLIN | EPOLLRDHUP; // a held stream is not read
+  // A held stream is not read. A QP reading the ring is watched even when parked: its socket
+  // brings only doorbells and the end, which its pollers do not read (qp_ring.cpp).
+  if ((!parked || ring) && !held) want |= EPOLLIN | EPOLLRDHUP;
   // Room in a full socket is this thread's to use, unless the QP is parked: its pollers
-  // retry it then (QpDrive::retry_full), and the timer takes the QP back when they stop.
-  if (qp->conn.want_write && !parked) want |= EPOLLOUT;
+  // retry it then (QpDrive::retry_full), and the timer takes the QP back when they stop. A
+  // full ring has no EPOLLOUT: the peer rings back.
+  if (qp->conn.want_write && !parked && !qp->sh.tx_ring) want |= EPOLLOUT;
   if (want != qp->watch.events) {
     epoll_event ev{};
     ev.events = want;
@@ -121,7 +125,7 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   // Once on the list, the QP is looked at by its poll_at() of then, and every look computes it
   // again: taking the list's lock on each drive of a parked QP would be a lock shared by the
   // context on every message.
-  if ((parked || held) && !qp->watch.timed) schedule(qp, now);
+  if ((parked || held || qp->drv.ring_look_due()) && !qp->watch.timed) schedule(qp, now);
 }
 
 void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {
@@ -221,6 +225,9 @@ void Progress::take_events(int n, const epoll_event* evs, drive::Ns now) {
       // the room; take the QP back on an error or hang-up, or once its pollers stopped.
       if (qp->drv.keeps_parked(now, evs[i].events & (EPOLLERR | EPOLLHUP))) {
         if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable, now);
+        // A doorbell or the end for a QP that reads the ring: its pollers never read the socket.
+        if (qp->sh.rx_ring && (evs[i].events & (EPOLLIN | EPOLLRDHUP)))
+          qp->drive(Driver::Progress, now);
         continue;
       }
       set_parked(qp, false, now);
@@ -276,6 +283,8 @@ void Progress::check_timers(drive::Ns now) {
         qp->drive(Driver::Progress, now);
       }
       if (t.send_held) qp->drive(Driver::Writable, now);
+      // The ring's last look by a poll is old: what came after it came without a doorbell.
+      if (t.ring_look) qp->drive(Driver::Progress, now);
       if (qp->connected()) next = qp->drv.poll_at(now);
     }
     qp->watch.timed = next.at != drive::kNever;

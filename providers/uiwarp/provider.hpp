@@ -281,6 +281,17 @@ struct Qp {
     // How the path reaches the peer once On (PeerRegion::Reach), for a report made without
     // the QP's lock (same_host_wait_report).
     std::atomic<std::uint8_t> reach{0};
+    // The stream through shared memory (qp_ring.cpp, samehost/stream_ring.hpp): what the peer
+    // writes into our slot's ring, and what we write into our slot's ring in its table.
+    samehost::RingReader inbound;
+    samehost::RingWriter outbound;
+    bool peer_on = false;     // the peer attached our table too: our stream may switch
+    bool tx_ring = false;     // our stream goes into `outbound` (TCP carries doorbells only)
+    bool tx_closed = false;   // ...which the peer closed: nothing more leaves
+    bool rx_ring = false;     // the peer's stream comes from `inbound` now
+    bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
+    bool ring_back = false;   // the peer waits for room in `inbound`: ring it
+    std::uint64_t rx_tcp = 0; // stream octets that came over TCP
   } sh;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
@@ -360,9 +371,23 @@ struct Qp {
   std::size_t fill_pipe();
   bool drain_pipe();
   void close_pipe();
-  // Reads and processes what the socket has, up to `budget` octets; false if the socket
-  // had nothing.
-  bool pull_rx(std::size_t budget, drive::Ns now);
+  // Reads and processes what the socket (or the stream ring) has, up to `budget` octets;
+  // false if it had nothing.
+  bool pull_rx(Driver who, std::size_t budget, drive::Ns now);
+  // The same-host stream ring (qp_ring.cpp), with `mu` held. Switches our stream to the ring
+  // once it may (the peer attached ours, nothing of ours left on TCP); true if it goes there.
+  bool ring_tx_ready();
+  void push_ring();
+  void ring_discard();
+  // Switches to reading the ring once TCP has brought every octet before the peer's switch.
+  bool ring_rx_ready();
+  bool pull_ring(Driver who, std::size_t budget, drive::Ns now);
+  // Of `got` octets TCP just brought, how many are the stream's (the rest are doorbells);
+  // counts them.
+  std::size_t tcp_stream_octets(std::size_t got);
+  void doorbell();
+  // The peer wrote an impossible ring position: the connection ends as a TCP reset would.
+  void ring_broken(const char* what);
   // After I/O: completions, close handling, events to the CM; the async events of a QP that
   // enters ERR there.
   void after_io();
@@ -376,6 +401,9 @@ struct Qp {
   void same_host_attach(const iwarp::ConnParams& p);
   // After attach() sent what a connection starts with (the RTR in peer-to-peer mode).
   void same_host_started();
+  // A responder: takes the initiator's answer once it is in our slot (then On), or gives up
+  // the path when data came without one.
+  void same_host_finish();
   // An RDMA Write or Read posted: true if it was copied and completed here; false, and the
   // caller posts it to the engine, whenever TCP must carry it (also to get its exact error).
   bool same_host_post(const iwarp::SendWr& w);

@@ -45,6 +45,9 @@ std::int64_t mono_ns() {
 
 void Qp::drive(Driver who, drive::Ns now) {
   if (!connected()) return;
+  // A responder on the same-host path takes the initiator's answer as soon as it is there,
+  // so that both streams can move to the ring (qp_ring.cpp).
+  if (sh.state == SameHost::State::Waiting) same_host_finish();
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
   const bool has_progress = ctx()->progress() != nullptr;
@@ -56,9 +59,11 @@ void Qp::drive(Driver who, drive::Ns now) {
   drv.on_drive(who);
   if (drv.deferred()) push_tx(retry_full);
   switch (who) {
-  case Driver::Poll: drv.on_read(who, pull_rx(drive::tuning::kPollBudget, now), now); break;
-  case Driver::Release: pull_rx(drive::tuning::kReleaseBudget, now); break;
-  case Driver::Progress: drv.on_read(who, pull_rx(drive::tuning::kProgressBudget, now), now); break;
+  case Driver::Poll: drv.on_read(who, pull_rx(who, drive::tuning::kPollBudget, now), now); break;
+  case Driver::Release: pull_rx(who, drive::tuning::kReleaseBudget, now); break;
+  case Driver::Progress:
+    drv.on_read(who, pull_rx(who, drive::tuning::kProgressBudget, now), now);
+    break;
   case Driver::Post:
   case Driver::Writable:
   case Driver::Arm: break;
@@ -97,10 +102,16 @@ void Qp::drive_posted(bool reads_only) {
 void Qp::push_tx(bool retry_full) {
   drv.on_transmit();
   if (!connected() || conn.peer_closed) return;
+  // The peer waits for room in our ring, which a read of it made (qp_ring.cpp).
+  if (sh.ring_back && sh.tx_ring) {
+    sh.ring_back = false;
+    doorbell();
+  }
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
   // now and then (Qp::drive), not by every post or poll: that would be a failing system
-  // call each.
+  // call each. A full ring is retried when the peer rings back, or by the pollers.
   if (conn.want_write && !retry_full) return;
+  if (ring_tx_ready()) return push_ring();
   iovec iov[kMaxIov];
   PushClock clock{this}; // times pushes of large Read Responses (qp_splice.cpp)
   for (;;) {
@@ -147,10 +158,13 @@ void Qp::tx_error(int err) {
   }
 }
 
-bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
+bool Qp::pull_rx(Driver who, std::size_t budget, drive::Ns now) {
   if (!connected() || conn.peer_closed) return false;
+  if (sh.rx_ring) return pull_ring(who, budget, now);
   bool drained = false, got_any = false;
   for (;;) {
+    // Every octet the peer sent over TCP before its switch is processed: the ring's are next.
+    if (rx.pos == rx.end && ring_rx_ready()) return pull_ring(who, budget, now) || got_any;
     if (rx.pos < rx.end) {
       // feed() places the staged octets and CRCs them in runs, not per field; it takes
       // fewer than offered when a Send starts waiting for a receive buffer.
@@ -188,6 +202,11 @@ bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
     }
     got_any = true;
     if (n == 0) {
+      // A peer that switched to the ring wrote there before its FIN: read it first.
+      if (ring_rx_ready()) {
+        sh.rx_eof = true;
+        return pull_ring(who, budget, now) || got_any;
+      }
       engine->on_peer_closed(true);
       conn.peer_closed = true;
       break;
@@ -199,10 +218,12 @@ bool Qp::pull_rx(std::size_t budget, drive::Ns now) {
       rx.after_direct = true;
     else if (!drained)
       rx.after_direct = false;
-    std::size_t placed = direct ? std::min(got, dst.size()) : 0;
+    const std::size_t stream = tcp_stream_octets(got); // past the peer's switch: doorbells
+    if (conn.peer_closed) break;
+    std::size_t placed = direct ? std::min(stream, dst.size()) : 0;
     if (placed) engine->rx_advance(placed);
     rx.pos = 0;
-    rx.end = got - placed;
+    rx.end = stream - placed;
   }
   if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
   return got_any;

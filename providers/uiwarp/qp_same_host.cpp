@@ -140,9 +140,11 @@ void serve_grants(Context* c) {
     if (Progress* p = c->progress()) p->watch_grants(c->same_host);
 }
 
+} // namespace
+
 // The responder: the initiator's answer is in our slot once its probe word is set.
-void finish_responder(Qp* qp) {
-  Qp::SameHost& sh = qp->sh;
+void Qp::same_host_finish() {
+  Qp* qp = this;
   Context* ctx = qp->ctx();
   const samehost::SlotAnswer a = ctx->same_host.answer(sh.my_slot);
   if (a.probe == 0) {
@@ -155,10 +157,14 @@ void finish_responder(Qp* qp) {
   if (why.empty()) why = probe_peer(qp);
   if (!why.empty()) return give_up(qp, why);
   ctx->same_host.watch(sh.my_slot, static_cast<pid_t>(a.pid));
+  sh.outbound = sh.peer->ring(sh.peer_slot);
+  sh.peer_on = true; // the initiator went On before it sent anything
   sh.state = Qp::SameHost::State::On;
   sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
   report_path(qp, reach_name(sh.peer->reach()));
 }
+
+namespace {
 
 // Where a Write's octets come from or a Read's go, as iovecs in this process: false if an
 // SGE does not resolve (TCP then reports the local error exactly).
@@ -240,6 +246,9 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   sh.peer.reset();
   sh.state = SameHost::State::Off;
   sh.rtr_octets = 0;
+  sh.outbound = {}; // inbound is the offer's, made before (same_host_offer_locked)
+  sh.peer_on = sh.tx_ring = sh.tx_closed = sh.rx_ring = sh.rx_eof = sh.ring_back = false;
+  sh.rx_tcp = 0;
   if (!p.same_host) {
     if (sh.mine) same_host_end(nullptr); // offered, and the initiator did not ask after all
     return give_up(this, iwarp::same_host_refusal(p));
@@ -268,7 +277,9 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   if (!opened) return give_up(this, opened.error);
   sh.mine = true;
   sh.my_slot = opened.value->slot;
-  serve_grants(c); // the responder asks for ours at its first Write or Read
+  sh.inbound = opened.value->inbound;
+  sh.outbound = sh.peer->ring(sh.peer_slot);
+  serve_grants(c); // the responder asks for ours as soon as it sees our answer
   // The answer first, the probe last: the responder takes the answer once the probe is set.
   sh.peer->reader().write_answer(sh.peer_slot, {static_cast<std::uint64_t>(::getpid()),
                                                 static_cast<std::uint64_t>(opened.value->table_fd),
@@ -297,7 +308,7 @@ void Qp::same_host_started() {
 bool Qp::same_host_post(const iwarp::SendWr& w) {
   const bool write = w.opcode == iwarp::WrOpcode::RdmaWrite;
   if (!write && w.opcode != iwarp::WrOpcode::RdmaRead) return false;
-  if (sh.state == SameHost::State::Waiting && engine) finish_responder(this);
+  if (sh.state == SameHost::State::Waiting && engine) same_host_finish();
   if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
       engine->state() != iwarp::QpState::Rts || conn.peer_closed)
     return false;
@@ -366,6 +377,10 @@ void Qp::same_host_end(const char* why) {
     ctx()->same_host.close(sh.my_slot);
     sh.mine = false;
   }
+  // Neither ring is ours to touch now (ours goes back to the kernel once drained); a stream
+  // that went through them ends with the socket (qp_ring.cpp).
+  sh.inbound = {};
+  sh.outbound = {};
   sh.peer.reset();
   // What the connection had stays its path in `uiwarp conn show --closed`.
   if (sh.state != SameHost::State::Off && why)
@@ -401,6 +416,7 @@ bool same_host_offer_locked(Qp* qp, iwarp::SameHostOffer* out) {
   }
   qp->sh.mine = true;
   qp->sh.my_slot = opened.value->slot;
+  qp->sh.inbound = opened.value->inbound;
   serve_grants(qp->ctx()); // the initiator asks for it as it attaches
   *out = iwarp::SameHostOffer{};
   out->boot_id = self.boot_id;

@@ -73,8 +73,9 @@ TEST_CASE("samehost: the layout ends the entries on a page and sizes every part"
   STATIC_REQUIRE(Layout::entries_offset() == 64);
   STATIC_REQUIRE(Layout{63, 1}.slots_offset() == 4096); // the header and 63 entries: one page
   STATIC_REQUIRE(Layout{64, 1}.slots_offset() == 8192);
-  STATIC_REQUIRE(Layout{1, 32}.bytes() == 8192); // 32 slots: one page
-  STATIC_REQUIRE(Layout{1, 33}.bytes() == 12288);
+  STATIC_REQUIRE(Layout{1, 32}.rings_offset() == 8192); // 32 slots: one page
+  STATIC_REQUIRE(Layout{1, 33}.rings_offset() == 12288);
+  STATIC_REQUIRE(Layout{1, 33}.bytes() == 12288 + 33 * kRingAreaBytes); // a ring per slot
   for (const Layout l : {Layout{1, 1}, Layout{63, 7}, Layout{64, 33}, Layout{1000, 100},
                          Layout{kMaxCapacity, kMaxSlots}}) {
     INFO(l.capacity << " entries, " << l.slots << " slots");
@@ -83,7 +84,9 @@ TEST_CASE("samehost: the layout ends the entries on a page and sizes every part"
     CHECK(l.bytes() % kPage == 0);
     CHECK(l.slots_offset() >= 64 + std::size_t{l.capacity} * 64);
     CHECK(l.slots_offset() - (64 + std::size_t{l.capacity} * 64) < kPage);
-    CHECK(l.bytes() >= l.slots_offset() + std::size_t{l.slots} * 128);
+    CHECK(l.rings_offset() >= l.slots_offset() + std::size_t{l.slots} * 128);
+    CHECK(l.rings_offset() % kPage == 0);
+    CHECK(l.bytes() == l.rings_offset() + std::size_t{l.slots} * kRingAreaBytes);
   }
   CHECK_FALSE(Layout{0, 1}.valid());
   CHECK_FALSE(Layout{1, 0}.valid());

@@ -35,7 +35,8 @@ constexpr EnvTable kEnvVars = {{
      "how large RDMA Read Responses leave without CRC: auto, on (a pipe), off (copied)"},
     {V::SameHost, "UIWARP_SAME_HOST", "provider, shim", "on",
      "off: no same-host path: the shim asks uiwarpd for none and the provider offers and "
-     "attaches none (as between hosts)"},
+     "attaches none (as between hosts); copy: RDMA Writes and Reads are copied, the stream "
+     "(Sends and the rest) stays on TCP instead of the shared-memory ring"},
     {V::IbConnectTimeoutMs, "UIWARP_IB_CONNECT_TIMEOUT_MS", "shim", "30000",
      "how long a QP moved to RTR IB-style waits for its peer"},
     {V::DaemonConfig, "UIWARPD_CONFIG", "uiwarp-run, shim", "/etc/uiwarp/uiwarpd.conf",
@@ -131,6 +132,11 @@ bool Env::same_host_enabled() const {
   for (const char* off : {"off", "0", "no", "false"})
     if (std::strcmp(x, off) == 0) return false;
   return true;
+}
+
+bool Env::same_host_ring() const {
+  const char* x = nonempty(V::SameHost);
+  return same_host_enabled() && !(x && std::strcmp(x, "copy") == 0);
 }
 
 } // namespace uiwarp

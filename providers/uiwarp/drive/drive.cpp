@@ -225,6 +225,7 @@ QpDrive::Wake QpDrive::poll_at(Ns) const {
   if (parked()) w.at = std::min(w.at, polled_ns_.load(std::memory_order_relaxed) + kIdleNs);
   if (const Ns since = held_since_.load(std::memory_order_relaxed); since)
     w.at = std::min(w.at, since + recv_wait_);
+  if (ring_look_due()) w.at = std::min(w.at, ring_looked_ + kRingLookNs);
   return w;
 }
 
@@ -233,6 +234,10 @@ QpDrive::Timer QpDrive::on_timer(Ns now, bool cq_armed) {
   t.unpark = parked() && (now - polled_ns_.load(std::memory_order_relaxed) >= kIdleNs || cq_armed);
   const Ns since = held_since_.load(std::memory_order_relaxed);
   t.hold_expired = since && now - since >= recv_wait_;
+  if (ring_look_due() && now >= ring_looked_ + kRingLookNs) {
+    t.ring_look = true;
+    ring_checked_ = ring_looked_;
+  }
   if (flush_at_ && flush_at_ <= now) {
     flush_at_ = 0;
     t.send_held = deferred();
@@ -280,6 +285,8 @@ void QpDrive::reset_connection() {
   quiet_until_.store(0, std::memory_order_relaxed);
   held_since_.store(0, std::memory_order_relaxed);
   poll_streak_ = 0;
+  ring_.store(false, std::memory_order_relaxed);
+  ring_looked_ = ring_checked_ = 0;
 }
 
 // ---- CQs ----

@@ -81,6 +81,9 @@ inline constexpr std::size_t kProgressBudget = 4 << 20;
 // paths, choosing after kFirstEpoch octets and then every kEpoch, each epoch's first kProbe
 // octets on the path not preferred; a path must be a tenth cheaper to be chosen.
 inline constexpr std::size_t kSpliceMin = 16 << 10;
+// The same-host stream ring (samehost/stream_ring.hpp, its kLookNs): a peer that saw a poll look
+// at the ring this recently sends no doorbell, so the progress thread looks by then.
+inline constexpr Ns kRingLookNs = 1'000'000;
 inline constexpr std::uint64_t kFirstEpoch = 8 << 20;
 inline constexpr std::uint64_t kEpoch = 256 << 20;
 inline constexpr std::uint64_t kProbe = 4 << 20;
@@ -142,7 +145,8 @@ public:
   // A poll at `now` may skip the QP without its lock: its socket was quiet a moment ago
   // and nothing is held for it to send.
   bool poll_skips(Ns now) const {
-    return now < quiet_until_.load(std::memory_order_relaxed) && !deferred();
+    return !ring_.load(std::memory_order_relaxed) &&
+           now < quiet_until_.load(std::memory_order_relaxed) && !deferred();
   }
   // Whether a drive by `who` retries a socket found full (else the progress thread waits for
   // EPOLLOUT: not a failing sendmsg per poll).
@@ -171,6 +175,15 @@ public:
   bool on_held(bool held, Ns now);
   bool held() const { return held_since_.load(std::memory_order_relaxed) != 0; }
 
+  // ---- the same-host stream ring: the peer's stream comes through memory, not the socket ----
+  // From now on the QP reads a ring (no poll skips it: a look costs no system call).
+  void set_ring() { ring_.store(true, std::memory_order_relaxed); }
+  bool ring() const { return ring_.load(std::memory_order_relaxed); }
+  // A poll looked at the ring at `now`: the peer may write without a doorbell until
+  // kRingLookNs later, so the progress thread looks then unless another poll did (poll_at).
+  void on_ring_look(Ns now) { ring_looked_ = now; }
+  bool ring_look_due() const { return ring_looked_ > ring_checked_; }
+
   // ---- the progress thread's timer ----
   // When the progress thread must look at this QP next (kNever: no need), and whether it is
   // a deadline of held posts (urgent: a busy QP is looked at again within kLockedRetryNs).
@@ -184,6 +197,7 @@ public:
     bool unpark = false;       // its pollers stopped, or a CQ was armed: read it now
     bool hold_expired = false; // the held Send waited recv_wait: Terminate (HX-059)
     bool send_held = false;    // held posts reached their deadline: send them
+    bool ring_look = false;    // the last poll's look at the ring is kRingLookNs old: look
   };
   Timer on_timer(Ns now, bool cq_armed);
 
@@ -226,6 +240,9 @@ private:
   std::atomic<Ns> polled_ns_{0};
   std::uint32_t poll_streak_ = 0;
   std::atomic<bool> parked_{false};
+  // the stream ring
+  std::atomic<bool> ring_{false};
+  Ns ring_looked_ = 0, ring_checked_ = 0;
   // held Sends
   std::atomic<Ns> held_since_{0};
   Ns recv_wait_ = 0;

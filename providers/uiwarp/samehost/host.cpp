@@ -175,8 +175,12 @@ Result<Host::Opened> Host::open(std::uint32_t pd, std::uint32_t stream) {
   }
   region_->unwatch_peer(*slot);
   region_->publisher().set_owner(*slot, pd, stream);
+  // Empty before the offer names the slot: its last writer's pin has ended (open_slot).
+  RingReader inbound(ring_header(region_->address(), kLayout, *slot),
+                     ring_data(region_->address(), kLayout, *slot));
+  inbound.reset();
   Result<Opened> out;
-  out.value = Opened{*slot, region_->fd(), region_->nonce()};
+  out.value = Opened{*slot, region_->fd(), region_->nonce(), inbound};
   return out;
 }
 
@@ -208,6 +212,7 @@ void Host::close(std::uint32_t slot) {
   const SlotTicket t = region_->publisher().close_slot(slot);
   if (region_->publisher().drained(t)) {
     region_->unwatch_peer(slot);
+    region_->release_ring(slot);
     return;
   }
   Pending p;
@@ -315,9 +320,10 @@ bool Host::reap_locked(pid_t tid) {
       mine_left = mine_left || p.tid == tid;
       continue;
     }
-    if (p.is_slot)
+    if (p.is_slot) {
       region_->unwatch_peer(p.slot.slot);
-    else if (p.deferred)
+      region_->release_ring(p.slot.slot);
+    } else if (p.deferred)
       pub.publish(*p.deferred);
     erase_pending(i);
   }

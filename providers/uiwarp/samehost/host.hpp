@@ -11,6 +11,7 @@
 #include "iwarp/memory.hpp"
 #include "iwarp/wire.hpp"
 #include "shared_region.hpp"
+#include "stream_ring.hpp"
 
 #include <atomic>
 #include <cstdint>
@@ -56,6 +57,7 @@ public:
     std::uint32_t slot = 0;
     int table_fd = -1;
     Nonce nonce;
+    RingReader inbound; // the slot's stream ring, empty: what the peer writes after its switch
   };
   // A slot for a new connection whose end here is stream `stream` of PD `pd` (the peer's pins
   // must name both), making and filling the table first if this is the first.

@@ -157,6 +157,15 @@ void PublishedRegion::unwatch_peer(std::uint32_t slot) {
   watches_.erase(it);
 }
 
+void PublishedRegion::release_ring(std::uint32_t slot) {
+  const Layout l = pub_.layout();
+  if (fd_ < 0 || slot >= l.slots) return;
+  // Failing leaves the pages in use, nothing worse: the ring is reset when the slot reopens.
+  ::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+              static_cast<off_t>(l.rings_offset() + slot * kRingAreaBytes),
+              static_cast<off_t>(kRingAreaBytes));
+}
+
 bool PublishedRegion::release_dead_peers(int timeout_ns) {
   std::vector<pollfd> fds;
   fds.reserve(watches_.size());
@@ -319,6 +328,12 @@ Result<PeerRegion> PeerRegion::map_table(PeerRegion p, int table_fd, const std::
     return failed<PeerRegion>("/proc/" + std::to_string(p.pid_) + "/mem: the table is not where " +
                               who + " says it is");
   return made(std::move(p));
+}
+
+RingWriter PeerRegion::ring(std::uint32_t slot) const {
+  const Layout l = reader_.layout();
+  if (!base_ || slot >= l.slots) return {};
+  return {ring_header(base_, l, slot), ring_data(base_, l, slot)};
 }
 
 PeerRegion::PeerRegion(PeerRegion&& o) noexcept { *this = std::move(o); }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include "stag_share.hpp"
+#include "stream_ring.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -71,6 +72,9 @@ public:
   int watch_peer(std::uint32_t slot, pid_t pid);
   // When the slot's connection closes: the slot's next peer is another process.
   void unwatch_peer(std::uint32_t slot);
+  // Once no writer holds the slot: its ring's pages go back to the kernel (a hole in the memfd,
+  // read as zeros), so a closed connection's ring costs no memory.
+  void release_ring(std::uint32_t slot);
 
   // drained() until true, or false once `deadline` passes. Meanwhile a watched peer that has
   // exited loses its slot (release_slot): a peer killed while it held a pin must not hold
@@ -128,6 +132,8 @@ public:
   ~PeerRegion();
 
   Reader& reader() { return reader_; }
+  // Our writer into the stream ring of `slot` (ours in this table), mapped read-write here.
+  RingWriter ring(std::uint32_t slot) const;
   pid_t pid() const { return pid_; }
   const std::byte* address() const { return base_; }
   std::size_t bytes() const { return bytes_; }

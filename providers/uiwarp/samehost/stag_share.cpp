@@ -303,6 +303,16 @@ PinResult Reader::pin(std::uint32_t slot, std::uint32_t stag, std::uint32_t pd, 
   return {Refusal::None, {v.host + (to - v.to_base), len}};
 }
 
+Refusal Reader::hold(std::uint32_t slot) {
+  if (!slots_ || slot >= layout_.slots) return Refusal::BadSlot;
+  std::uint64_t idle = 0;
+  // An index no entry has: no Ticket's drained() waits for it, a SlotTicket's does.
+  if (!slots_[slot].holder.compare_exchange_strong(idle, pin_word(kMaxCapacity, 0),
+                                                   std::memory_order_seq_cst))
+    return (idle & kRevokedBit) ? Refusal::Revoked : Refusal::Busy;
+  return Refusal::None;
+}
+
 void Reader::unpin(std::uint32_t slot) {
   if (!slots_ || slot >= layout_.slots) return;
   // Release: the copy before drained()'s acquire of this store. Keeps a close's bit, so a

@@ -10,11 +10,12 @@
 // (tests/unit/test_samehost_share.cpp) run it on heap memory with threads.
 //
 // The region: a Header, `capacity` Entries (entry i is STag index i, STag >> 8), padding to a
-// page, then `slots` Slots. The peer maps the header and entries read-only and the slots
-// read-write. The target (Publisher) writes entries; an initiator (Reader) pins an entry by
-// naming it in its slot's holder word before it copies, and unpins after. Invalidation marks
-// the entry invalid, then waits until no slot names its old generation (drained()).
-// Every shared word is a lock-free std::atomic<uint64_t>: two processes, one protocol.
+// page, then `slots` Slots, padding to a page, then a stream ring per slot (stream_ring.hpp).
+// The peer maps the header and entries read-only and the slots and rings read-write. The target
+// (Publisher) writes entries; an initiator (Reader) pins an entry by naming it in its slot's holder
+// word before it copies, and unpins after. Invalidation marks the entry invalid, then waits until
+// no slot names its old generation (drained()). Every shared word is a lock-free
+// std::atomic<uint64_t>: two processes, one protocol.
 #pragma once
 
 #include <atomic>
@@ -28,10 +29,12 @@
 namespace uiwarp::samehost {
 
 inline constexpr std::uint64_t kMagic = 0x73'67'61'74'73'77'69'75; // "uiwstags", little-endian
-inline constexpr std::uint64_t kVersion = 1;
+inline constexpr std::uint64_t kVersion = 2; // 2: a stream ring per slot (stream_ring.hpp)
 inline constexpr std::size_t kPage = 4096;
 inline constexpr std::uint32_t kMaxCapacity = 1u << 24; // the STag index is 24 bits
-inline constexpr std::uint32_t kMaxSlots = 1u << 16;
+inline constexpr std::uint32_t kMaxSlots = 1u << 12;
+// Each slot's stream ring (stream_ring.hpp): a page of header, then the data.
+inline constexpr std::size_t kRingAreaBytes = kPage + (256 << 10);
 
 using Word = std::atomic<std::uint64_t>;
 static_assert(Word::is_always_lock_free, "shared between processes: must not hide a lock");
@@ -91,12 +94,15 @@ struct Layout {
   constexpr std::size_t slots_offset() const {
     return page_up(entries_offset() + std::size_t{capacity} * sizeof(Entry));
   }
-  constexpr std::size_t bytes() const {
+  constexpr std::size_t rings_offset() const {
     return page_up(slots_offset() + std::size_t{slots} * sizeof(Slot));
+  }
+  constexpr std::size_t bytes() const {
+    return rings_offset() + std::size_t{slots} * kRingAreaBytes;
   }
   friend bool operator==(const Layout&, const Layout&) = default;
 };
-static_assert(Layout{kMaxCapacity, kMaxSlots}.bytes() < (std::size_t{1} << 31)); // no overflow
+static_assert(Layout{kMaxCapacity, kMaxSlots}.bytes() < (std::size_t{1} << 40)); // no overflow
 
 // One published STag. access holds iwarp::access bits (libiwarp/include/iwarp/memory.hpp);
 // qp 0 = any stream of the PD, else the one stream (a type 2 window, a region bound to a QP);
@@ -228,6 +234,10 @@ public:
   // unpin(slot); on a refusal nothing is held.
   PinResult pin(std::uint32_t slot, std::uint32_t stag, std::uint32_t pd, std::uint32_t qp,
                 std::uint64_t to, std::uint64_t len, std::uint32_t need_access);
+  // Holds the slot itself for a write into its stream ring (stream_ring.hpp), as a pin holds
+  // an entry: a close of the slot waits for it, and the slot is not reopened meanwhile. Then
+  // check epoch() against the connection's, write, and unpin(slot). Revoked, Busy or BadSlot.
+  Refusal hold(std::uint32_t slot);
   void unpin(std::uint32_t slot);
   // Writes the answer's words. The handshake writes them with probe 0, then the probe itself
   // with process_vm_writev (PeerRegion::probe): the target takes the answer once it is set.

@@ -77,6 +77,8 @@ public:
   // UIWARP_SAME_HOST: the same-host path may be used, unless it is "off", "0", "no" or "false"
   // (unset, empty or anything else: on).
   bool same_host_enabled() const;
+  // ... and "copy": Writes and Reads are copied, but the stream stays on TCP (no stream ring).
+  bool same_host_ring() const;
 
 private:
   std::array<std::optional<std::string>, static_cast<std::size_t>(EnvVar::Count)> values_;

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
+//
+// A same-host connection's stream through shared memory (samehost/stream_ring.hpp): once both
+// ends are on the same-host path, each writes its FPDUs into the ring of its slot in the
+// peer's table instead of its socket, and reads the peer's from the ring of the peer's slot in
+// its own. The engine sees the same stream either way, so Sends, Write with Immediate,
+// Terminates and whatever else the copy path leaves to the stream are carried and completed
+// exactly as over TCP (RFC 5040 §5.5 order included: one stream, one order), with no system
+// call per message and, while a thread of the target polls, no wake-up. With `mu` held.
+//
+//   switch (ring_tx_ready): when every octet of ours is in the socket, the ring's first octet
+//     is our next stream octet; the peer reads TCP up to there, then the ring (ring_rx_ready,
+//     tcp_stream_octets). Only once the peer attached our table too (its probe in our slot):
+//     then it can ring us back when we wait for room.
+//   doorbells: one octet on the socket, which after the switch carries nothing else. A writer
+//     rings when no poll of the reader looked at the ring within samehost::kLookFreshNs (the
+//     reader's progress thread looks by the last look + kLookNs: drive.hpp's ring_look); a
+//     reader rings a writer that waits for room.
+//   the end: TCP still says it (FIN, RST), read by the progress thread; after a FIN, what the
+//     ring holds is processed first, as the octets before a FIN are.
+#include "iwarp/dma.hpp"
+#include "provider.hpp"
+#include "uiwarp/env.hpp"
+#include "uiwarp/log.hpp"
+#include "uiwarp/provider_api.hpp"
+
+#include <cerrno>
+#include <sys/socket.h>
+
+namespace uiwarp {
+
+static_assert(drive::tuning::kRingLookNs == samehost::kLookNs);
+
+bool Qp::ring_tx_ready() {
+  if (sh.tx_ring) return true;
+  if (sh.state != SameHost::State::On || !sh.outbound || !sh.mine) return false;
+  if (!Env::get().same_host_ring()) return false; // UIWARP_SAME_HOST=copy: the peer reads TCP
+
+  if (!sh.peer_on) {
+    // The responder attached ours before it went On; the initiator learns it from the
+    // responder's probe in our slot (one load).
+    if (!ctx()->same_host.answer(sh.my_slot).probe) return false;
+    sh.peer_on = true;
+  }
+  // Everything before the switch must have left over TCP.
+  if (engine->tx_pending() || tx.piped > 0 || conn.want_write) return false;
+  if (sh.forks != samehost::fork_generation()) return false; // the peer's mapping is the parent's
+  samehost::Reader& r = sh.peer->reader();
+  if (r.hold(sh.peer_slot) != samehost::Refusal::None) return false;
+  const bool ours = r.epoch(sh.peer_slot) == sh.owner.epoch;
+  if (ours) sh.outbound.start(engine->tx_framed());
+  r.unpin(sh.peer_slot);
+  if (!ours) return false;
+  sh.tx_ring = true;
+  if (const ShimOps* s = shim(); s && s->qp_path) {
+    static constexpr const char* kReach[] = {"process_vm", "/proc/pid/mem", "granted"};
+    const std::string path = std::string("same-host (") +
+                             kReach[sh.reach.load(std::memory_order_relaxed) % 3] +
+                             "), stream in shared memory";
+    s->qp_path(vqp.qp.qp_num, path.c_str());
+  }
+  return true;
+}
+
+// The peer's end is over (it closed its slot, TCP says so next), or ours is: what leaves now
+// goes where octets sent into a socket its peer has closed go, nowhere, and is sent as far as
+// this end can tell, as over TCP (a Write posted before the close was seen completes).
+void Qp::ring_discard() {
+  for (;;) {
+    tx.pieces.clear();
+    engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
+    if (tx.pieces.empty()) return;
+    std::size_t total = 0;
+    for (const auto& p : tx.pieces)
+      total += p.size();
+    engine->tx_advance(total);
+  }
+}
+
+void Qp::push_ring() {
+  // A child of fork() has no mapping of the peer's table, and must not send on its parent's
+  // connection: nothing leaves.
+  if (sh.forks != samehost::fork_generation()) return;
+  if (sh.tx_closed || !sh.peer) return ring_discard();
+  samehost::Reader& r = sh.peer->reader();
+  bool wrote = false;
+  conn.want_write = false;
+  for (;;) {
+    tx.pieces.clear();
+    engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
+    if (tx.pieces.empty()) break;
+    std::size_t total = 0;
+    for (const auto& p : tx.pieces)
+      total += p.size();
+    // Held like a pin: the peer's close of the slot waits for the write, and a slot reopened
+    // for another connection is not written.
+    if (r.hold(sh.peer_slot) != samehost::Refusal::None) {
+      sh.tx_closed = true;
+      return ring_discard();
+    }
+    std::size_t n = 0;
+    if (r.epoch(sh.peer_slot) == sh.owner.epoch) {
+      const iwarp::DmaScope dma; // reads the program's sources
+      n = sh.outbound.write(tx.pieces);
+    } else {
+      sh.tx_closed = true;
+    }
+    r.unpin(sh.peer_slot);
+    if (n) {
+      engine->tx_advance(n);
+      wrote = true;
+    }
+    if (sh.tx_closed) return ring_discard();
+    if (sh.outbound.broken()) {
+      ring_broken("a read position past what was written");
+      return;
+    }
+    if (n < total && sh.outbound.wait_for_room()) {
+      conn.want_write = true; // the peer rings back; pollers retry meanwhile
+      break;
+    }
+  }
+  if (wrote && sh.outbound.needs_doorbell(mono_ns())) doorbell();
+}
+
+void Qp::doorbell() {
+  const char one = 0;
+  // Full (EAGAIN): the peer has doorbells to read already. Any other failure: the connection
+  // is going, and the next read says so.
+  [[maybe_unused]] const ssize_t n = ::send(conn.fd, &one, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+bool Qp::ring_rx_ready() {
+  if (sh.rx_ring) return true;
+  if (!sh.inbound || !sh.mine || sh.forks != samehost::fork_generation()) return false;
+  const std::uint64_t start = sh.inbound.start();
+  if (start == 0 || start - 1 != sh.rx_tcp) return false;
+  sh.rx_ring = true;
+  drv.set_ring();
+  // A responder still waiting for the answer has it now: the initiator wrote it first.
+  if (sh.state == SameHost::State::Waiting) same_host_finish();
+  return true;
+}
+
+std::size_t Qp::tcp_stream_octets(std::size_t got) {
+  const std::uint64_t start = sh.inbound && sh.mine ? sh.inbound.start() : 0;
+  std::size_t stream = got;
+  if (start != 0) {
+    if (start - 1 < sh.rx_tcp) {
+      ring_broken("a switch to the ring before what TCP already brought");
+      return 0;
+    }
+    stream = static_cast<std::size_t>(std::min<std::uint64_t>(got, start - 1 - sh.rx_tcp));
+  }
+  sh.rx_tcp += stream;
+  return stream;
+}
+
+bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
+  bool got_any = false;
+  // The socket: doorbells, or the end. Not by a poller (a look must cost no system call: the
+  // progress thread watches the socket) nor while a Send waits for a buffer (as over TCP).
+  if (who != Driver::Poll && !sh.rx_eof && !engine->rx_held()) {
+    char buf[256];
+    for (;;) {
+      const ssize_t n = ::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n > 0) {
+        got_any = true;
+        continue;
+      }
+      if (n == 0) {
+        sh.rx_eof = true;
+        got_any = true;
+      } else if (errno == EINTR) {
+        continue;
+      } else if (errno != EAGAIN) {
+        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
+        conn.peer_closed = true;
+        return true;
+      }
+      break;
+    }
+  }
+  // The path ended here, or this is a child of fork(), whose ring words are the parent's: only
+  // the socket's end matters now.
+  if (!sh.inbound || sh.forks != samehost::fork_generation()) {
+    if (sh.rx_eof) {
+      engine->on_peer_closed(true);
+      conn.peer_closed = true;
+    }
+    return got_any;
+  }
+  if (who == Driver::Poll) {
+    sh.inbound.looked(now); // before the peek: the doorbell rule's order (stream_ring.hpp)
+    drv.on_ring_look(now);
+  }
+  bool empty = false;
+  while (budget > 0) {
+    std::span<const std::byte> s[2];
+    if (!sh.inbound.peek(s)) {
+      ring_broken("a write position past the ring");
+      return true;
+    }
+    empty = s[0].empty();
+    if (empty) break;
+    std::size_t fed = 0;
+    bool held = false;
+    for (const auto& span : s) {
+      if (span.empty()) break;
+      const auto take = span.first(std::min(span.size(), budget - fed));
+      const std::size_t k = engine->rx_feed(take); // fewer: a Send waits for a buffer
+      fed += k;
+      if (k < take.size() || fed == budget) {
+        held = k < take.size();
+        break;
+      }
+    }
+    if (fed == 0) break;
+    got_any = true;
+    if (sh.inbound.consume(fed)) sh.ring_back = true;
+    budget -= fed;
+    if (held) break;
+  }
+  if (sh.rx_eof && empty) {
+    engine->on_peer_closed(true);
+    conn.peer_closed = true;
+  }
+  if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
+  return got_any;
+}
+
+void Qp::ring_broken(const char* what) {
+  log::error("same-host", endpoints() + ": the peer's stream ring is broken (" + what +
+                              "): the connection ends");
+  engine->on_peer_closed(false);
+  conn.peer_closed = true;
+  if (conn.fd >= 0) ::shutdown(conn.fd, SHUT_RDWR); // the peer learns it as from a reset
+}
+
+} // namespace uiwarp
