@@ -108,6 +108,7 @@ void Qp::push_ring() {
     r.unpin(sh.peer_slot);
     if (n) {
       engine->tx_advance(n);
+      drv.on_ring_written(n);
       wrote = true;
     }
     if (sh.tx_closed) return ring_discard();

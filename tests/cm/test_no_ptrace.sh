@@ -23,7 +23,7 @@ paths_during() {
   local c=$!
   for _ in $(seq 100); do
     "$UIWARP" conn show >"$T/conn-$label" 2>&1
-    [[ $(grep -c '; path same-host' "$T/conn-$label") == 2 ]] && break
+    [[ $(grep -c '; path same-host.*, stream in shared memory' "$T/conn-$label") == 2 ]] && break
     sleep 0.1
   done
   kill $c $s 2>/dev/null
@@ -32,11 +32,11 @@ paths_during() {
 }
 
 out=$(paths_during ptrace)
-expect_eq "allowed: both ends copy with process_vm_*" \
-  "$(printf '; path same-host (process_vm)\n; path same-host (process_vm)')" "$out"
+expect_eq "allowed: both ends copy with process_vm_*, the stream in shared memory" \
+  "$(printf '; path same-host (process_vm), stream in shared memory\n%.0s' 1 2)" "$out"
 out=$(paths_during no-ptrace "$UIWARP_NO_PTRACE")
-expect_eq "refused: both ends copy through the peer's grant" \
-  "$(printf '; path same-host (granted)\n; path same-host (granted)')" "$out"
+expect_eq "refused: both ends copy through the peer's grant, the stream in shared memory" \
+  "$(printf '; path same-host (granted), stream in shared memory\n%.0s' 1 2)" "$out"
 
 # Data through it, verified by the programs themselves.
 p=$(free_port)

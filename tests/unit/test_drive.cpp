@@ -340,7 +340,7 @@ TEST_CASE("drive: the same-host path copies all but small posts back to back in 
   CHECK(d.counters().same_host == 1);
   CHECK(d.counters().same_host_tcp[static_cast<std::size_t>(TcpReason::Refused)] == 2);
   CHECK(d.counters().describe().find(
-            "same-host Writes and Reads 1, left to TCP 3 (burst 1, refused 2)") !=
+            "same-host Writes and Reads 1, left to the stream 3 (burst 1, refused 2)") !=
         std::string::npos);
 }
 

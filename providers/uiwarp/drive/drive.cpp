@@ -35,6 +35,7 @@ Counters& Counters::operator+=(const Counters& o) {
   spliced += o.spliced;
   path_changes += o.path_changes;
   same_host += o.same_host;
+  ring_octets += o.ring_octets;
   for (std::size_t i = 0; i < same_host_tcp.size(); ++i)
     same_host_tcp[i] += o.same_host_tcp[i];
   return *this;
@@ -61,9 +62,11 @@ std::string Counters::describe() const {
          ", full socket " + n(full) + "; parks " + n(parks) + ", unparks " + n(unparks) +
          ", adopted drives " + n(adopted) + ", yields " + n(yields) + "; Read Responses copied " +
          n(copied) + ", spliced " + n(spliced) + ", path changes " + n(path_changes) +
-         (same_host || tcp ? "; same-host Writes and Reads " + n(same_host) + ", left to TCP " +
-                                 n(tcp) + (why.empty() ? "" : " (" + why + ")")
-                           : "");
+         (same_host || tcp
+              ? "; same-host Writes and Reads " + n(same_host) + ", left to the stream " + n(tcp) +
+                    (why.empty() ? "" : " (" + why + ")")
+              : "") +
+         (ring_octets ? "; stream through shared memory " + n(ring_octets) + " octets" : "");
 }
 
 // ---- posts ----

@@ -105,10 +105,12 @@ struct Counters {
   std::uint64_t yields = 0;              // sched_yield calls of idle pollers
   std::uint64_t copied = 0, spliced = 0; // pushes of large Read Responses, by path
   std::uint64_t path_changes = 0;
-  // RDMA Writes and Reads copied by the same-host path, and those it left to TCP, by reason
-  // (same_host_gate.hpp's TcpReason: behind, burst, refused, fault, fork, stopped).
+  // RDMA Writes and Reads copied by the same-host path, and those it left to the stream (TCP,
+  // or the stream ring), by reason (same_host_gate.hpp's TcpReason: behind, burst, refused,
+  // fault, fork, stopped); octets this end wrote into the peer's stream ring.
   std::uint64_t same_host = 0;
   std::array<std::uint64_t, 6> same_host_tcp{};
+  std::uint64_t ring_octets = 0;
 
   Counters& operator+=(const Counters& o);
   // "posts 10 sent, 30 held (sent by poll 28, deadline 2), ..." — only what happened.
@@ -201,7 +203,7 @@ public:
   };
   Timer on_timer(Ns now, bool cq_armed);
 
-  // ---- the same-host path (qp_same_host.cpp): a Write or Read copied, or left to TCP ----
+  // ---- the same-host path (qp_same_host.cpp): a Write or Read copied, or left to the stream ----
   // Whether a Write or Read of `octets` posted at `now` is copied at once, or is better left
   // to TCP with the burst it belongs to: a copy is a system call per message, and a burst of
   // small posts leaves in one sendmsg. Small messages posted back to back in a polling loop
@@ -210,6 +212,7 @@ public:
   // A copy ran from `start` to `end`: a post, for the burst test of the next one.
   void on_copied(Ns start, Ns end);
   void on_same_host_copied() { ++c_.same_host; }
+  void on_ring_written(std::size_t octets) { c_.ring_octets += octets; }
   // `reason`: a same_host_gate.hpp TcpReason.
   void on_same_host_tcp(std::uint8_t reason) { ++c_.same_host_tcp.at(reason); }
 
