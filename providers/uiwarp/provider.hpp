@@ -379,6 +379,7 @@ struct Qp {
   bool ring_tx_ready();
   void push_ring();
   void ring_discard();
+  void ring_in_child();
   // Switches to reading the ring once TCP has brought every octet before the peer's switch.
   bool ring_rx_ready();
   bool pull_ring(Driver who, std::size_t budget, drive::Ns now);

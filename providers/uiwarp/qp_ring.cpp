@@ -77,10 +77,20 @@ void Qp::ring_discard() {
   }
 }
 
+// A child of fork() posting on a connection of its parent whose stream is in the rings: the
+// peer's ring is not mapped here (MADV_DONTFORK) and the peer reads no stream from TCP, so
+// nothing of the child's can reach it. The connection ends in the child, loudly; the parent's
+// (its rings, its socket) is left as it was.
+void Qp::ring_in_child() {
+  log::error("same-host", endpoints() +
+                              ": posted in a child of the process that connected, whose stream is "
+                              "in shared memory: the connection ends in this process");
+  engine->on_peer_closed(false);
+  conn.peer_closed = true;
+}
+
 void Qp::push_ring() {
-  // A child of fork() has no mapping of the peer's table, and must not send on its parent's
-  // connection: nothing leaves.
-  if (sh.forks != samehost::fork_generation()) return;
+  if (sh.forks != samehost::fork_generation()) return ring_in_child();
   if (sh.tx_closed || !sh.peer) return ring_discard();
   samehost::Reader& r = sh.peer->reader();
   bool wrote = false;
@@ -158,6 +168,10 @@ std::size_t Qp::tcp_stream_octets(std::size_t got) {
 }
 
 bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
+  if (sh.forks != samehost::fork_generation()) {
+    ring_in_child(); // the socket's doorbells and end are the parent's to read
+    return true;
+  }
   bool got_any = false;
   // The socket: doorbells, or the end. Not by a poller (a look must cost no system call: the
   // progress thread watches the socket) nor while a Send waits for a buffer (as over TCP).
@@ -182,9 +196,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
       break;
     }
   }
-  // The path ended here, or this is a child of fork(), whose ring words are the parent's: only
-  // the socket's end matters now.
-  if (!sh.inbound || sh.forks != samehost::fork_generation()) {
+  if (!sh.inbound) { // the path ended here: only the socket's end matters now
     if (sh.rx_eof) {
       engine->on_peer_closed(true);
       conn.peer_closed = true;

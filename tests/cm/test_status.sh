@@ -37,7 +37,7 @@ check "conn show: the passive end" \
 # How each moves its RDMA Writes and Reads, last on its line: between two uiwarp processes on
 # one host the same-host path, or TCP with the reason (the provider's word, or the shim's).
 expect_eq "conn show: both ends name their path (same-host, or tcp: why)" 2 \
-  "$(grep -cE '; path (same-host \(.+\)|tcp: .+)$' "$T/conn")"
+  "$(grep -cE '; path (same-host \(.+\)(, stream in shared memory)?|tcp: .+)$' "$T/conn")"
 # The client goes; the server sees the connection end and exits by itself (it served one).
 # -j: one JSON document each, with the fields its schema names (rdma -j's way).
 schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
