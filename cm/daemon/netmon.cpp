@@ -196,10 +196,29 @@ std::map<TcpKey, TcpState> tcp_connections(std::string* err) {
     alignas(nlmsghdr) char buf[32768];
     for (bool done = false; !done;) {
       ssize_t n = ::recv(s, buf, sizeof buf, 0);
-      if (n <= 0) break;
+      if (n < 0) {
+        *err = std::string("sock_diag: ") + std::strerror(errno);
+        ::close(s);
+        return {};
+      }
+      if (n == 0) break;
       for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<unsigned>(n));
            h = NLMSG_NEXT(h, n)) {
-        if (h->nlmsg_type == NLMSG_DONE || h->nlmsg_type == NLMSG_ERROR) {
+        if (h->nlmsg_type == NLMSG_ERROR) {
+          // An error, not "no connections" (the daemon forgets the connections the answer
+          // lacks): ENOENT where the kernel has no TCP handler for sock_diag, since inet_diag
+          // and tcp_diag are modules that the kernel loads through modprobe, and a system
+          // without it (an initramfs such as tests/interop/siw's guest) never gets them.
+          int e = static_cast<const nlmsgerr*>(NLMSG_DATA(h))->error;
+          if (e != 0) {
+            *err = std::string("sock_diag: ") + std::strerror(-e);
+            ::close(s);
+            return {};
+          }
+          done = true;
+          break;
+        }
+        if (h->nlmsg_type == NLMSG_DONE) {
           done = true;
           break;
         }

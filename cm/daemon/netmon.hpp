@@ -37,6 +37,8 @@ struct TcpState {
   std::uint64_t bytes_sent = 0, bytes_received = 0; // acknowledged by the peer / received
 };
 using TcpKey = std::pair<std::string, std::string>; // addr_string(local), addr_string(peer)
+// Every TCP connection of this network namespace (sock_diag); empty with *err set when the
+// kernel did not answer (then nothing may be concluded about any connection).
 std::map<TcpKey, TcpState> tcp_connections(std::string* err);
 
 // Netdev and address changes (rtnetlink multicast), for the daemon's event loop.
