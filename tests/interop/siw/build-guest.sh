@@ -110,7 +110,10 @@ echo "build-guest: T siw.ko $(el)s"
 for d in debs/*.deb; do case $d in *linux-*) ;; *) dpkg-deb -x "$d" root ;; esac; done
 rm -rf root/usr/share/{doc,man,locale,i18n,zoneinfo,lintian,info} root/usr/lib/x86_64-linux-gnu/gconv
 mkdir -p root/{proc,sys,dev,tmp,run,root,etc}
-echo "root:x:0:0:root:/root:/bin/sh" >root/etc/passwd
+# nobody (65534): a user without CAP_SYS_PTRACE, for uiwarp's programs where Yama's ptrace_scope
+# is to matter (Yama does not restrict root; scripts/bench-siw, ci.sh).
+printf '%s\n' "root:x:0:0:root:/root:/bin/sh" "nobody:x:65534:65534:nobody:/nonexistent:/bin/sh" >root/etc/passwd
+printf '%s\n' "root:x:0:" "nogroup:x:65534:" >root/etc/group
 for a in $(root/bin/busybox --list); do
   [[ -e root/bin/$a || -e root/usr/bin/$a || -e root/sbin/$a || -e root/usr/sbin/$a ]] || ln -s busybox "root/bin/$a"
 done

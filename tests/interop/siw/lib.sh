@@ -211,7 +211,8 @@ host_listening() { wait_listen -n "$NS" -t 40 "$1"; }
 
 # guest_uiwarp_cpio BUILD-DIR OUT: a cpio (gzip) that puts uiwarp, as `cmake --install` lays it
 # out under /usr/local, into the guest, with the shared libraries it needs that the guest's
-# root lacks (ISA-L, libsystemd and its own), and sockperf for a TCP ping-pong. Append it with
+# root lacks (ISA-L, libsystemd and its own), and sockperf for a TCP ping-pong when the host has
+# it (scripts/bench-siw requires it; ci.sh does not use it). Append it with
 # SIW_EXTRA_INITRD=OUT before siw_boot.
 guest_uiwarp_cpio() {
   local b=$1 out=$2 st=$SW/guest-uiwarp have f lib
@@ -220,7 +221,7 @@ guest_uiwarp_cpio() {
   rm -rf "$st/usr/local/share" "$st/usr/local/include"
   find "$st" -type f \( -perm -u+x -o -name '*.so' \) -exec strip --strip-debug {} +
   mkdir -p "$st/usr/bin"
-  cp "$(command -v sockperf)" "$st/usr/bin/" || die "needs sockperf (scripts/deps installs it)"
+  if command -v sockperf >/dev/null; then cp "$(command -v sockperf)" "$st/usr/bin/"; fi
   have=$(gzip -dc "$SIW_CACHE/initrd.cpio.gz" | cpio -t --quiet 2>/dev/null | sed 's#^#/#')
   for f in $(find "$st" -type f -perm -u+x) "$st"/usr/local/lib/*/*.so; do
     for lib in $(ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $3}'); do
@@ -231,4 +232,30 @@ guest_uiwarp_cpio() {
     done
   done
   (cd "$st" && find . | cpio -o -H newc --quiet | gzip -1) >"$out"
+}
+
+# Guest shell words that run the command after them as nobody (uid 65534, build-guest.sh's
+# /etc/passwd), keeping the environment: a user without CAP_SYS_PTRACE, which Yama's
+# ptrace_scope restricts (it never restricts root). Busybox has su, not setuidgid or chpst; the
+# "--" keeps su from taking the command's options (-R) for its own.
+GUEST_AS_NOBODY="su -s /bin/sh -c 'exec \"\$@\"' -- nobody sh"
+# The guest's Yama knob (Debian's kernel has Yama; its default is 0).
+GUEST_YAMA=/proc/sys/kernel/yama/ptrace_scope
+
+# guest_samehost_paths STATE-DIR: the closed connections of the guest's uiwarpd of nobody's
+# STATE-DIR (`uiwarp conn show --closed`, newest first), one line each as "KEY<TAB>PATH": KEY
+# is the line up to " ended " (addresses, pid, program, QP: unique per connection), PATH what
+# follows "; path " (the provider's words: "same-host (granted)", "tcp: why"), or "-" while the
+# provider had not named one. Nothing if that uiwarpd never ran.
+guest_samehost_paths() {
+  local out line
+  out=$(g 30 "UIWARP_STATE_DIR=$1 $GUEST_AS_NOBODY /usr/local/bin/uiwarp conn show --closed") || return 0
+  while IFS= read -r line; do
+    [[ $line == "  "*" ended "* ]] || continue
+    if [[ $line == *"; path "* ]]; then
+      printf '%s\t%s\n' "${line%% ended *}" "${line#*; path }"
+    else
+      printf '%s\t-\n' "${line%% ended *}"
+    fi
+  done <<<"$out"
 }
