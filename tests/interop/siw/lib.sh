@@ -136,7 +136,11 @@ siw_wedged() { tr -d '\r' <"$CON.log" | grep -q "kernel BUG at drivers/infiniban
 
 siw_halt() {
   [[ -n ${QEMU:-} ]] || return 0
-  echo "poweroff -f" >"$CON.in" 2>/dev/null || true
+  # Only to a qemu that still runs: opening the fifo for writing waits for a reader, and one
+  # whose guest never came up (a kernel panic at boot under a starved TCG) has none left.
+  if kill -0 "$QEMU" 2>/dev/null; then
+    timeout 5 sh -c 'echo "poweroff -f" >"$1"' sh "$CON.in" 2>/dev/null || true
+  fi
   local i
   for i in $(seq 50); do kill -0 "$QEMU" 2>/dev/null || break; sleep 0.2; done
   kill "$QEMU" 2>/dev/null || true
