@@ -34,7 +34,7 @@ inline constexpr std::size_t kPage = 4096;
 inline constexpr std::uint32_t kMaxCapacity = 1u << 24; // the STag index is 24 bits
 inline constexpr std::uint32_t kMaxSlots = 1u << 12;
 // Each slot's stream ring (stream_ring.hpp): a page of header, then the data.
-inline constexpr std::size_t kRingAreaBytes = kPage + (256 << 10);
+inline constexpr std::size_t kRingAreaBytes = kPage + (1 << 20);
 
 using Word = std::atomic<std::uint64_t>;
 static_assert(Word::is_always_lock_free, "shared between processes: must not hide a lock");
