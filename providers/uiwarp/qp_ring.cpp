@@ -34,7 +34,8 @@ static_assert(drive::tuning::kRingLookNs == samehost::kLookNs);
 bool Qp::ring_tx_ready() {
   if (sh.tx_ring) return true;
   if (sh.state != SameHost::State::On || !sh.outbound || !sh.mine) return false;
-  if (!Env::get().same_host_ring()) return false; // UIWARP_SAME_HOST=copy: the peer reads TCP
+  // Only with UIWARP_SAME_HOST=ring: a peer without it still reads a ring this end writes.
+  if (!Env::get().same_host_ring()) return false;
 
   if (!sh.peer_on) {
     // The responder attached ours before it went On; the initiator learns it from the
@@ -235,6 +236,9 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
     if (held) break;
   }
   if (sh.rx_eof && empty) {
+    // What was posted before the close was seen leaves as it would into a socket whose peer
+    // sent its FIN (TCP takes it, then the peer's close drops it): it completes, not flushed.
+    if (sh.tx_ring) ring_discard();
     engine->on_peer_closed(true);
     conn.peer_closed = true;
   }

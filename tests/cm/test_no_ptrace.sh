@@ -13,7 +13,7 @@ UIWARP=$UIWARP_CLI
 # paths_during LABEL [LAUNCHER]: a long rping (its RDMA Reads and Writes), its connections' paths
 # as conn show lists them, one a line.
 paths_during() {
-  local label=$1 p
+  local label=$1 want=${WANT:-'; path same-host'} p
   shift
   p=$(free_port)
   "$RUN" "$@" rping -s -a 127.0.0.1 -p "$p" -C 100000 -S 4096 >/dev/null 2>&1 &
@@ -23,7 +23,7 @@ paths_during() {
   local c=$!
   for _ in $(seq 100); do
     "$UIWARP" conn show >"$T/conn-$label" 2>&1
-    [[ $(grep -c '; path same-host.*, stream in shared memory' "$T/conn-$label") == 2 ]] && break
+    [[ $(grep -c -- "$want" "$T/conn-$label") == 2 ]] && break
     sleep 0.1
   done
   kill $c $s 2>/dev/null
@@ -32,10 +32,14 @@ paths_during() {
 }
 
 out=$(paths_during ptrace)
-expect_eq "allowed: both ends copy with process_vm_*, the stream in shared memory" \
-  "$(printf '; path same-host (process_vm), stream in shared memory\n%.0s' 1 2)" "$out"
+expect_eq "allowed: both ends copy with process_vm_*" \
+  "$(printf '; path same-host (process_vm)\n%.0s' 1 2)" "$out"
 out=$(paths_during no-ptrace "$UIWARP_NO_PTRACE")
-expect_eq "refused: both ends copy through the peer's grant, the stream in shared memory" \
+expect_eq "refused: both ends copy through the peer's grant" \
+  "$(printf '; path same-host (granted)\n%.0s' 1 2)" "$out"
+# With the stream in shared memory too (UIWARP_SAME_HOST=ring): the ring needs no ptrace either.
+out=$(WANT='stream in shared memory' paths_during ring env UIWARP_SAME_HOST=ring "$UIWARP_NO_PTRACE")
+expect_eq "refused, with the ring: the grant, and the stream in shared memory" \
   "$(printf '; path same-host (granted), stream in shared memory\n%.0s' 1 2)" "$out"
 
 # Data through it, verified by the programs themselves.

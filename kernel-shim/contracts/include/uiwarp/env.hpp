@@ -77,7 +77,8 @@ public:
   // UIWARP_SAME_HOST: the same-host path may be used, unless it is "off", "0", "no" or "false"
   // (unset, empty or anything else: on).
   bool same_host_enabled() const;
-  // ... and "copy": Writes and Reads are copied, but the stream stays on TCP (no stream ring).
+  // "ring": the path's stream (Sends and the rest) also moves into shared memory (qp_ring.cpp);
+  // otherwise it stays on TCP.
   bool same_host_ring() const;
 
 private:
