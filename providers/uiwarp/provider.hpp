@@ -379,6 +379,8 @@ struct Qp {
   bool ring_tx_ready();
   void push_ring();
   void ring_discard();
+  // The engine's next octets into tx.pieces: how many (0: nothing to send).
+  std::size_t ring_gather();
   void ring_in_child();
   // Switches to reading the ring once TCP has brought every octet before the peer's switch.
   bool ring_rx_ready();
@@ -546,6 +548,10 @@ const ShimOps* shim();
 int ib_rtr(Qp* qp, const ibv_qp_attr& attr, int mask);
 void ib_cancel(Qp* qp);
 void ib_failed(std::uint32_t qp_num, int error, const char* reason) noexcept;
+
+// The path `uiwarp conn show` names for a connection whose copies reach the peer so
+// (qp_same_host.cpp).
+const char* reach_name(samehost::PeerRegion::Reach r);
 
 // samehost::Host's wait report (qp_same_host.cpp): a verb waits for the same-host peer of QP
 // qp_num to finish a copy (`text` says who and what), or no longer does (nullptr).

@@ -35,8 +35,9 @@ bool Qp::ring_tx_ready() {
   if (sh.tx_ring) return true;
   if (sh.state != SameHost::State::On || !sh.outbound || !sh.mine) return false;
   // Only with UIWARP_SAME_HOST=ring: a peer without it still reads a ring this end writes.
-  if (!Env::get().same_host_ring()) return false;
-
+  // (The environment is a snapshot of the process's start: read once, not at every push.)
+  static const bool wanted = Env::get().same_host_ring();
+  if (!wanted) return false;
   if (!sh.peer_on) {
     // The responder attached ours before it went On; the initiator learns it from the
     // responder's probe in our slot (one load).
@@ -53,13 +54,9 @@ bool Qp::ring_tx_ready() {
   r.unpin(sh.peer_slot);
   if (!ours) return false;
   sh.tx_ring = true;
-  if (const ShimOps* s = shim(); s && s->qp_path) {
-    static constexpr const char* kReach[] = {"process_vm", "/proc/pid/mem", "granted"};
-    const std::string path = std::string("same-host (") +
-                             kReach[sh.reach.load(std::memory_order_relaxed) % 3] +
-                             "), stream in shared memory";
-    s->qp_path(vqp.qp.qp_num, path.c_str());
-  }
+  if (const ShimOps* s = shim(); s && s->qp_path)
+    s->qp_path(vqp.qp.qp_num,
+               (std::string(reach_name(sh.peer->reach())) + ", stream in shared memory").c_str());
   return true;
 }
 
@@ -67,15 +64,17 @@ bool Qp::ring_tx_ready() {
 // goes where octets sent into a socket its peer has closed go, nowhere, and is sent as far as
 // this end can tell, as over TCP (a Write posted before the close was seen completes).
 void Qp::ring_discard() {
-  for (;;) {
-    tx.pieces.clear();
-    engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
-    if (tx.pieces.empty()) return;
-    std::size_t total = 0;
-    for (const auto& p : tx.pieces)
-      total += p.size();
+  while (const std::size_t total = ring_gather())
     engine->tx_advance(total);
-  }
+}
+
+std::size_t Qp::ring_gather() {
+  tx.pieces.clear();
+  engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
+  std::size_t total = 0;
+  for (const auto& p : tx.pieces)
+    total += p.size();
+  return total;
 }
 
 // A child of fork() posting on a connection of its parent whose stream is in the rings: the
@@ -96,13 +95,7 @@ void Qp::push_ring() {
   samehost::Reader& r = sh.peer->reader();
   bool wrote = false;
   conn.want_write = false;
-  for (;;) {
-    tx.pieces.clear();
-    engine->tx_gather(tx.pieces, kMaxIov, &tx.by_ref);
-    if (tx.pieces.empty()) break;
-    std::size_t total = 0;
-    for (const auto& p : tx.pieces)
-      total += p.size();
+  while (const std::size_t total = ring_gather()) {
     // Held like a pin: the peer's close of the slot waits for the write, and a slot reopened
     // for another connection is not written.
     if (r.hold(sh.peer_slot) != samehost::Refusal::None) {

@@ -87,15 +87,6 @@ samehost::Result<PeerRegion> granted_peer(pid_t pid, int table_fd, samehost::Non
   }
 }
 
-const char* reach_name(PeerRegion::Reach r) {
-  switch (r) {
-  case PeerRegion::Reach::ProcessVm: return "same-host (process_vm)";
-  case PeerRegion::Reach::ProcMem: return "same-host (/proc/pid/mem)";
-  case PeerRegion::Reach::Granted: return "same-host (granted)";
-  }
-  return "same-host";
-}
-
 // Reaches the peer's table at `slot` and proves the copy works with the probe: the ptrace way
 // where the kernel allows it (process_vm_* for large copies, else /proc/PID/mem alone), the
 // peer's grant where it does not (Yama's ptrace_scope, seccomp, a target that is not
@@ -368,6 +359,15 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     send_cq()->push(to_ibv_wc(c, vqp.qp.qp_num), false);
   }
   return true;
+}
+
+const char* reach_name(samehost::PeerRegion::Reach r) {
+  switch (r) {
+  case samehost::PeerRegion::Reach::ProcessVm: return "same-host (process_vm)";
+  case samehost::PeerRegion::Reach::ProcMem: return "same-host (/proc/pid/mem)";
+  case samehost::PeerRegion::Reach::Granted: return "same-host (granted)";
+  }
+  return "same-host";
 }
 
 void Qp::same_host_end(const char* why) {
