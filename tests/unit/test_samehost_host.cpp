@@ -472,7 +472,7 @@ TEST_CASE("samehost host: a child of fork() forgets its parent's peer mapping wi
       *static_cast<volatile char*>(mine) = 1;
     }
     if (free_pages == 0) _exit(2); // both ends mapped: the table came with the fork
-    f.peer.reset(); // the child's QP gives up the path
+    f.peer.reset();                // the child's QP gives up the path
     // Still mapped: mincore fails with ENOMEM on an unmapped range.
     for (std::byte* p : ends)
       if (::mincore(p, page, vec) != 0) _exit(1);
