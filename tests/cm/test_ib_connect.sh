@@ -72,11 +72,12 @@ check "VERBS_LOG_LEVEL=3: the drive counters at context close" grep -qE \
 check "...and without it, nothing" bash -c "! grep -q 'drive:' '$T/ib_write_bw.client'"
 # The two processes are of one host: IB-style connections take the same-host path as the RDMA
 # CM's do (the responder's offer goes with its wait at RTR), and the counters count the copies.
+# One Write in flight (-t 1): Writes posted before the path is up, and those behind them, go
+# through the stream; a queue kept full from the start stays behind it on a loaded machine
+# (docs/troubleshooting.md), which is not what this checks.
 p=$(free_port)
-VERBS_LOG_LEVEL=3 run_pair write_bw-same-host ib_write_bw -x 1 -p "$p" -n 2000 -- \
-  ib_write_bw -x 1 -p "$p" -n 2000 127.0.0.1
-# Writes posted before the path is up, and those behind them, go through the stream, which is
-# then in shared memory.
+VERBS_LOG_LEVEL=3 run_pair write_bw-same-host ib_write_bw -x 1 -t 1 -p "$p" -n 2000 -- \
+  ib_write_bw -x 1 -t 1 -p "$p" -n 2000 127.0.0.1
 check "IB-style connect takes the same-host path: the client's Writes copied or in the ring" \
   grep -qE "drive: uiwarp0 context closed: .*; same-host Writes and Reads ([1-9][0-9]*,|.*stream through shared memory [1-9][0-9]* octets)" \
   "$T/write_bw-same-host.client"
