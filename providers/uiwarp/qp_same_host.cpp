@@ -66,25 +66,41 @@ std::string errno_text(const char* step, int e) {
 }
 
 // How long set-up waits for a peer's grant: its progress thread answers at once, unless the
-// peer is stopped or gone (then TCP).
-constexpr int kGrantWaitMs = 200;
+// peer is stopped or gone (then TCP), or the machine so busy that the thread is not scheduled.
+constexpr int kGrantWaitMs = 500;
+// Requests within that time: the target closes one whose request it did not find within a few
+// milliseconds (this thread preempted between its connect and its send), and refuses a wrong
+// one the same way.
+constexpr int kGrantAsks = 3;
 
 // The peer's grant (grant.hpp), asked for and waited for here.
 samehost::Result<PeerRegion> granted_peer(pid_t pid, int table_fd, samehost::Nonce nonce) {
-  auto req = samehost::GrantRequest::start(pid, table_fd, nonce);
-  if (!req) return {std::nullopt, req.error, req.errnum};
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kGrantWaitMs);
-  for (;;) {
-    auto g = req.value->poll();
-    if (g) return PeerRegion::attach_granted(pid, g.value->table_fd, g.value->mem_fd, nonce);
-    if (!g.error.empty()) return {std::nullopt, g.error, g.errnum};
-    if (std::chrono::steady_clock::now() >= until)
-      return {std::nullopt,
-              "no grant from pid " + std::to_string(pid) + " within " +
-                  std::to_string(kGrantWaitMs) + " ms",
-              ETIMEDOUT};
-    ::usleep(100);
+  std::string closed;
+  for (int ask = 0; ask < kGrantAsks; ++ask) {
+    auto req = samehost::GrantRequest::start(pid, table_fd, nonce);
+    if (!req && (req.errnum == EPIPE || req.errnum == ECONNRESET)) { // closed before the send
+      closed = req.error;
+      continue;
+    }
+    if (!req) return {std::nullopt, req.error, req.errnum};
+    for (;;) {
+      auto g = req.value->poll();
+      if (g) return PeerRegion::attach_granted(pid, g.value->table_fd, g.value->mem_fd, nonce);
+      if (g.errnum == ECONNRESET) {
+        closed = g.error;
+        break; // ask again
+      }
+      if (!g.error.empty()) return {std::nullopt, g.error, g.errnum};
+      if (std::chrono::steady_clock::now() >= until)
+        return {std::nullopt,
+                "no grant from pid " + std::to_string(pid) + " within " +
+                    std::to_string(kGrantWaitMs) + " ms",
+                ETIMEDOUT};
+      ::usleep(100);
+    }
   }
+  return {std::nullopt, closed + ", " + std::to_string(kGrantAsks) + " times", ECONNRESET};
 }
 
 // Reaches the peer's table at `slot` and proves the copy works with the probe: the ptrace way

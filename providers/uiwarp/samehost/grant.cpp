@@ -96,9 +96,9 @@ void GrantServer::reset() noexcept {
 void GrantServer::serve_one() const {
   const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (c < 0) return;
-  // The requester checks who listens before it sends (the request holds the nonce), so its
-  // request may come a moment after the connection: a process of this user is given
-  // kRequestWaitMs for it. Another user's connection is closed at once.
+  // The requester sends its request right after its connect, so it is here already but for a
+  // requester preempted between the two calls: a process of this user is given kRequestWaitMs
+  // for it (and asks again if closed). Another user's connection is closed at once.
   Request r;
   bool ok = peer_is(c, 0, ::geteuid());
   if (ok) {
@@ -141,11 +141,16 @@ Result<GrantRequest> GrantRequest::start(pid_t pid, int table_fd, Nonce nonce) {
     return failed_call<GrantRequest>(errno, "connect(@", name,
                                      ") (the peer's grant of its memory; another network "
                                      "namespace has none)");
-  if (!peer_is(g.fd_, pid, ::geteuid()))
-    return failed<GrantRequest>("@" + name + " is not pid " + std::to_string(pid) + "'s");
+  // The request at once, before the target accepts (a unix socket queues it): the target's
+  // wait for it (kRequestWaitMs) then never depends on this thread being scheduled again.
   const Request r{kRequestMagic, nonce.lo, nonce.hi};
   if (::send(g.fd_, &r, sizeof r, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof r))
     return failed_call<GrantRequest>(errno, "send(@", name, ")");
+  // Before any answer is read: descriptors from a listener that is not the target are never
+  // taken. Such a listener has had the nonce, which opens nothing without the table's
+  // descriptor, and the target answers only its own user.
+  if (!peer_is(g.fd_, pid, ::geteuid()))
+    return failed<GrantRequest>("@" + name + " is not pid " + std::to_string(pid) + "'s");
   return made(std::move(g));
 }
 
@@ -186,8 +191,8 @@ Result<GrantRequest::Granted> GrantRequest::poll() {
   if (n != sizeof word || word != kGranted || fds[0] < 0 || fds[1] < 0) {
     for (int fd : fds)
       if (fd >= 0) ::close(fd);
-    return failed<Granted>(n == 0 ? "the peer refused its grant (closed)"
-                                  : "the peer's grant is malformed");
+    return n == 0 ? failed<Granted>("the peer refused its grant (closed)", ECONNRESET)
+                  : failed<Granted>("the peer's grant is malformed");
   }
   reset(); // one answer per request
   return made(Granted{fds[0], fds[1]});

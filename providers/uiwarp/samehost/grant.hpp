@@ -13,13 +13,15 @@
 // number of its table's descriptor, both in its offer. A request carries the table's nonce,
 // which only the connection's peer learned (from the MPA exchange); the target answers one
 // from a process of its own user that names it with both descriptors, and closes. The
-// requester checks that the socket is the target's (its pid and user, SO_PEERCRED): a process
-// of another user squatting the name gets no data and serves none. Abstract sockets belong
-// to a network namespace: peers in two namespaces use the ptrace way or TCP.
+// requester checks that the socket is the target's (its pid and user, SO_PEERCRED) before it
+// reads an answer: a process of another user squatting the name serves no descriptor (the
+// nonce it was sent opens nothing without one). Abstract sockets belong to a network
+// namespace: peers in two namespaces use the ptrace way or TCP.
 //
 // The target serves from its progress thread (serve_one on each readable listener: it waits
-// a few milliseconds at most, for a request of its own user's); the requester asks at set-up
-// and waits for the answer there (GrantRequest::poll), a fraction of a millisecond.
+// a few milliseconds at most, for a request of its own user's, which the requester sent with
+// its connect); the requester asks at set-up and waits for the answer there
+// (GrantRequest::poll), a fraction of a millisecond, asking again if the target gave up on it.
 #pragma once
 
 #include "shared_region.hpp"
@@ -74,7 +76,8 @@ public:
     int table_fd = -1, mem_fd = -1; // owned by the caller from here on
   };
   // The answer, once it came: nullopt in value and an empty error while it has not yet; an
-  // error if the target refused, closed or is not who it must be.
+  // error if the target refused or is not who it must be; errnum ECONNRESET if it closed
+  // without an answer (its wait for the request ran out: the caller may ask again).
   Result<Granted> poll();
 
 private:
