@@ -285,10 +285,12 @@ struct Qp {
     // writes into our slot's ring, and what we write into our slot's ring in its table.
     samehost::RingReader inbound;
     samehost::RingWriter outbound;
-    bool peer_on = false;     // the peer attached our table too: our stream may switch
-    bool tx_ring = false;     // our stream goes into `outbound` (TCP carries doorbells only)
-    bool tx_closed = false;   // ...which the peer closed: nothing more leaves
-    bool rx_ring = false;     // the peer's stream comes from `inbound` now
+    bool peer_on = false;   // the peer attached our table too: our stream may switch
+    bool tx_ring = false;   // our stream goes into `outbound` (TCP carries doorbells only)
+    bool tx_closed = false; // ...which the peer closed: nothing more leaves
+    bool rx_ring = false;   // the peer's stream comes from `inbound` now
+    // rx_ring, for ibv_req_notify_cq, which reads it without the QP's lock (ring_unlook).
+    std::atomic<bool> rx_ring_seen{false};
     bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
     bool ring_back = false;   // the peer waits for room in `inbound`: ring it
     std::uint64_t rx_tcp = 0; // stream octets that came over TCP
@@ -385,6 +387,9 @@ struct Qp {
   // Switches to reading the ring once TCP has brought every octet before the peer's switch.
   bool ring_rx_ready();
   bool pull_ring(Driver who, std::size_t budget, drive::Ns now);
+  // A CQ of this QP was armed: no poll stands for the reader now. True if the ring already
+  // holds octets, which the caller has read (the progress thread).
+  bool ring_unlook();
   // Of `got` octets TCP just brought, how many are the stream's (the rest are doorbells);
   // counts them.
   std::size_t tcp_stream_octets(std::size_t got);

@@ -141,10 +141,23 @@ bool Qp::ring_rx_ready() {
   const std::uint64_t start = sh.inbound.start();
   if (start == 0 || start - 1 != sh.rx_tcp) return false;
   sh.rx_ring = true;
+  sh.rx_ring_seen.store(true, std::memory_order_relaxed);
   drv.set_ring();
   // A responder still waiting for the answer has it now: the initiator wrote it first.
   if (sh.state == SameHost::State::Waiting) same_host_finish();
   return true;
+}
+
+bool Qp::ring_unlook() {
+  if (!sh.rx_ring || !sh.inbound) return false;
+  // A thread that arms its CQ goes to sleep on the channel: a poll's look a moment ago no
+  // longer means anyone looks, and a writer that trusted it would leave the sleeper to the
+  // progress thread's next look (kLookNs: rping's ping-pong at a millisecond a message).
+  // Withdrawn, then the ring peeked: the doorbell rule's order (stream_ring.hpp), so a write
+  // that saw the look still fresh is found here.
+  sh.inbound.looked(0);
+  std::span<const std::byte> s[2];
+  return !sh.inbound.peek(s) || !s[0].empty();
 }
 
 std::size_t Qp::tcp_stream_octets(std::size_t got) {

@@ -237,17 +237,22 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   }
   // Whoever arms a CQ is about to sleep: what its posts held back for a poll goes now, and the
   // progress thread takes back its parked QPs.
+  // A QP reading a stream ring withdraws its last poll's look, so that its peer rings (a QP
+  // another thread holds now is looked at by the progress thread within kLookNs, as before).
   std::shared_lock lock(cq->qps_mu);
   bool parked = false;
   const drive::Ns now = mono_ns();
+  Progress* p = cq->ctx()->progress();
   for (Qp* qp : cq->qps) {
-    if (qp->drv.deferred() && qp->mu.try_lock()) {
-      qp->drive(Driver::Arm, now);
+    const bool ring = qp->sh.rx_ring_seen.load(std::memory_order_relaxed);
+    if ((qp->drv.deferred() || ring) && qp->mu.try_lock()) {
+      // Octets written before the withdrawal are read now: their completions signal the channel.
+      qp->drive(ring && qp->ring_unlook() ? Driver::Release : Driver::Arm, now);
       qp->mu.unlock();
     }
     parked = parked || qp->drv.parked();
   }
-  if (Progress* p = cq->ctx()->progress(); p && parked) p->kick();
+  if (p && parked) p->kick();
   return 0;
 }
 

@@ -36,7 +36,8 @@ inline constexpr Ns kNever = std::numeric_limits<Ns>::max();
 //   Post      a post: transmits what the socket takes now; reads nothing.
 //   Poll      an application thread polling a CQ: reads (unless the socket is quiet, see
 //             poll_skips); retries a full socket only when retry_full says so.
-//   Release   a post of a receive buffer a held Send waits for: reads what followed it.
+//   Release   a post of a receive buffer a held Send waits for: reads what followed it; or
+//             a CQ armed while its QP's stream ring holds octets (Qp::ring_unlook): reads them.
 //   Writable  the progress thread, told of room in a full socket, or at the deadline of
 //             posts held for a poll: transmits.
 //   Progress  the progress thread: reads up to its budget, retries a full socket.
