@@ -34,7 +34,7 @@ static_assert(drive::tuning::kRingLookNs == samehost::kLookNs);
 bool Qp::ring_tx_ready() {
   if (sh.tx_ring) return true;
   if (sh.state != SameHost::State::On || !sh.outbound || !sh.mine) return false;
-  // Only with UIWARP_SAME_HOST=ring: a peer without it still reads a ring this end writes.
+  // Not with UIWARP_SAME_HOST=copy: a peer with it still reads a ring this end writes.
   // (The environment is a snapshot of the process's start: read once, not at every push.)
   static const bool wanted = Env::get().same_host_ring();
   if (!wanted) return false;

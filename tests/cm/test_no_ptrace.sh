@@ -31,16 +31,18 @@ paths_during() {
   grep -o '; path .*' "$T/conn-$label" | sort
 }
 
+# Each end names its path once it has switched its stream to the ring too.
+WANT='stream in shared memory'
 out=$(paths_during ptrace)
-expect_eq "allowed: both ends copy with process_vm_*" \
-  "$(printf '; path same-host (process_vm)\n%.0s' 1 2)" "$out"
+expect_eq "allowed: both ends copy with process_vm_*, the stream in shared memory" \
+  "$(printf '; path same-host (process_vm), stream in shared memory\n%.0s' 1 2)" "$out"
 out=$(paths_during no-ptrace "$UIWARP_NO_PTRACE")
-expect_eq "refused: both ends copy through the peer's grant" \
-  "$(printf '; path same-host (granted)\n%.0s' 1 2)" "$out"
-# With the stream in shared memory too (UIWARP_SAME_HOST=ring): the ring needs no ptrace either.
-out=$(WANT='stream in shared memory' paths_during ring env UIWARP_SAME_HOST=ring "$UIWARP_NO_PTRACE")
-expect_eq "refused, with the ring: the grant, and the stream in shared memory" \
+expect_eq "refused: both ends copy through the peer's grant; the ring needs no ptrace either" \
   "$(printf '; path same-host (granted), stream in shared memory\n%.0s' 1 2)" "$out"
+# UIWARP_SAME_HOST=copy: the copies alone, the stream on TCP.
+out=$(WANT='; path same-host' paths_during copy env UIWARP_SAME_HOST=copy "$UIWARP_NO_PTRACE")
+expect_eq "refused, copies only: the grant, the stream on TCP" \
+  "$(printf '; path same-host (granted)\n%.0s' 1 2)" "$out"
 
 # Data through it, verified by the programs themselves.
 p=$(free_port)

@@ -35,8 +35,9 @@ constexpr EnvTable kEnvVars = {{
      "how large RDMA Read Responses leave without CRC: auto, on (a pipe), off (copied)"},
     {V::SameHost, "UIWARP_SAME_HOST", "provider, shim", "on",
      "off: no same-host path: the shim asks uiwarpd for none and the provider offers and "
-     "attaches none (as between hosts); ring: the stream (Sends and the rest) also leaves TCP "
-     "for a ring in shared memory once both ends are attached"},
+     "attaches none (as between hosts); copy: RDMA Writes and Reads are copied, and this "
+     "program's stream (Sends and the rest) stays on TCP instead of moving to the ring in "
+     "shared memory"},
     {V::IbConnectTimeoutMs, "UIWARP_IB_CONNECT_TIMEOUT_MS", "shim", "30000",
      "how long a QP moved to RTR IB-style waits for its peer"},
     {V::DaemonConfig, "UIWARPD_CONFIG", "uiwarp-run, shim", "/etc/uiwarp/uiwarpd.conf",
@@ -136,7 +137,7 @@ bool Env::same_host_enabled() const {
 
 bool Env::same_host_ring() const {
   const char* x = nonempty(V::SameHost);
-  return x && std::strcmp(x, "ring") == 0;
+  return !x || std::strcmp(x, "copy") != 0;
 }
 
 } // namespace uiwarp

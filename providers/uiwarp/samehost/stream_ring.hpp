@@ -17,8 +17,9 @@
 //   head   octets the reader has consumed; the space before it is the writer's again.
 //   start  the writer's stream offset of the ring's first octet, + 1 (0: not switched yet). The
 //          reader reads TCP up to that offset, then the ring (RFC 5044 §6: one ordered stream).
-//   looked when a thread of the reader last looked at the ring by polling (steady clock, ns);
-//          the reader's progress thread looks again by looked + kLookNs. A writer that sees a
+//   looked when a thread of the reader last looked at the ring by polling (steady clock, ns;
+//          0 when withdrawn: the thread is about to sleep on its completion channel); the
+//          reader's progress thread looks again by looked + kLookNs. A writer that sees a
 //          look that recent needs no doorbell; otherwise it sends one (Dekker: the writer
 //          stores tail then loads looked, the reader stores looked then loads tail, all
 //          seq_cst, so one of the two sees the other).
