@@ -54,9 +54,10 @@ conn_show_during() {
   wait_listen "$p"
   env "$@" "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 100000 -S 64 >/dev/null 2>&1 &
   local c=$!
-  for _ in $(seq 50); do
+  # Both ends in RTS (an ASan build beside other work can take seconds to get there).
+  for _ in $(seq 300); do
     "$UIWARP" conn show >"$T/conn-$label" 2>&1
-    grep -q '^connections: 2' "$T/conn-$label" && break
+    [[ $(grep -c ' RTS ' "$T/conn-$label") == 2 ]] && break
     sleep 0.1
   done
   kill $c $s 2>/dev/null
