@@ -66,3 +66,17 @@ TEST_CASE("Env: UIWARP_SAME_HOST turns the same-host path off with off, 0, no or
   }
   CHECK(std::string(uiwarp::spec(EnvVar::SameHost).name) == "UIWARP_SAME_HOST");
 }
+
+TEST_CASE("Env: the same-host stream ring is on unless UIWARP_SAME_HOST is copy",
+          "[env][same-host]") {
+  const char* const none[] = {nullptr};
+  CHECK(Env::from(none).same_host_ring());
+  for (const char* v : {"UIWARP_SAME_HOST=on", "UIWARP_SAME_HOST=ring", "UIWARP_SAME_HOST="}) {
+    INFO(v);
+    const char* const envp[] = {v, nullptr};
+    CHECK(Env::from(envp).same_host_ring());
+  }
+  const char* const copy[] = {"UIWARP_SAME_HOST=copy", nullptr};
+  CHECK_FALSE(Env::from(copy).same_host_ring());
+  CHECK(Env::from(copy).same_host_enabled()); // the copies stay
+}
