@@ -288,9 +288,9 @@ struct Qp {
     bool peer_on = false;   // the peer attached our table too: our stream may switch
     bool tx_ring = false;   // our stream goes into `outbound` (TCP carries doorbells only)
     bool tx_closed = false; // ...which the peer closed: nothing more leaves
-    bool rx_ring = false;   // the peer's stream comes from `inbound` now
-    // rx_ring, for ibv_req_notify_cq, which reads it without the QP's lock (ring_unlook).
-    std::atomic<bool> rx_ring_seen{false};
+    // The peer's stream comes from `inbound` now. Written under the QP's lock; atomic because
+    // ibv_req_notify_cq reads it without (ring_unlook).
+    std::atomic<bool> rx_ring{false};
     bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
     bool ring_back = false;   // the peer waits for room in `inbound`: ring it
     std::uint64_t rx_tcp = 0; // stream octets that came over TCP

@@ -141,7 +141,6 @@ bool Qp::ring_rx_ready() {
   const std::uint64_t start = sh.inbound.start();
   if (start == 0 || start - 1 != sh.rx_tcp) return false;
   sh.rx_ring = true;
-  sh.rx_ring_seen.store(true, std::memory_order_relaxed);
   drv.set_ring();
   // A responder still waiting for the answer has it now: the initiator wrote it first.
   if (sh.state == SameHost::State::Waiting) same_host_finish();

@@ -67,7 +67,7 @@ TEST_CASE("Env: UIWARP_SAME_HOST turns the same-host path off with off, 0, no or
   CHECK(std::string(uiwarp::spec(EnvVar::SameHost).name) == "UIWARP_SAME_HOST");
 }
 
-TEST_CASE("Env: the same-host stream ring is on unless UIWARP_SAME_HOST is copy",
+TEST_CASE("Env: the same-host stream ring is on unless UIWARP_SAME_HOST is copy or off",
           "[env][same-host]") {
   const char* const none[] = {nullptr};
   CHECK(Env::from(none).same_host_ring());
@@ -79,4 +79,6 @@ TEST_CASE("Env: the same-host stream ring is on unless UIWARP_SAME_HOST is copy"
   const char* const copy[] = {"UIWARP_SAME_HOST=copy", nullptr};
   CHECK_FALSE(Env::from(copy).same_host_ring());
   CHECK(Env::from(copy).same_host_enabled()); // the copies stay
+  const char* const off[] = {"UIWARP_SAME_HOST=off", nullptr};
+  CHECK_FALSE(Env::from(off).same_host_ring()); // no path, no ring
 }

@@ -137,7 +137,7 @@ bool Env::same_host_enabled() const {
 
 bool Env::same_host_ring() const {
   const char* x = nonempty(V::SameHost);
-  return !x || std::strcmp(x, "copy") != 0;
+  return same_host_enabled() && !(x && std::strcmp(x, "copy") == 0);
 }
 
 } // namespace uiwarp

@@ -77,8 +77,8 @@ public:
   // UIWARP_SAME_HOST: the same-host path may be used, unless it is "off", "0", "no" or "false"
   // (unset, empty or anything else: on).
   bool same_host_enabled() const;
-  // The path's stream (Sends and the rest) also moves into shared memory (qp_ring.cpp), unless
-  // it is "copy" (then it stays on TCP, and only Writes and Reads are copied).
+  // Where the path is enabled, its stream (Sends and the rest) also moves into shared memory
+  // (qp_ring.cpp), unless it is "copy" (then it stays on TCP; only Writes and Reads are copied).
   bool same_host_ring() const;
 
 private:
