@@ -9,6 +9,7 @@
 #include "iwarp/qp.hpp"
 #include "qp_lock.hpp"
 #include "samehost/host.hpp"
+#include "samehost/mapping.hpp"
 #include "verbs_abi.h"
 
 #include <atomic>
@@ -294,6 +295,10 @@ struct Qp {
     bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
     bool ring_back = false;   // the peer waits for room in `inbound`: ring it
     std::uint64_t rx_tcp = 0; // stream octets that came over TCP
+    // Copies into the peer's regions that lie in memory both processes map (samehost/mapping.hpp),
+    // and the BackingKinds `uiwarp conn show` has been told of (bit 1 << kind).
+    samehost::SharedMappings maps;
+    std::uint8_t maps_told = 0;
   } sh;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
@@ -557,6 +562,9 @@ void ib_failed(std::uint32_t qp_num, int error, const char* reason) noexcept;
 // The path `uiwarp conn show` names for a connection whose copies reach the peer so
 // (qp_same_host.cpp).
 const char* reach_name(samehost::PeerRegion::Reach r);
+// ...and for QP qp's path once On, under its lock: the reach, the stream's ring, the memory it
+// copies into by loads and stores. Passed on to `uiwarp conn show`.
+void report_same_host_path(const Qp* qp);
 
 // samehost::Host's wait report (qp_same_host.cpp): a verb waits for the same-host peer of QP
 // qp_num to finish a copy (`text` says who and what), or no longer does (nullptr).

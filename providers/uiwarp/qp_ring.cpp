@@ -54,9 +54,7 @@ bool Qp::ring_tx_ready() {
   r.unpin(sh.peer_slot);
   if (!ours) return false;
   sh.tx_ring = true;
-  if (const ShimOps* s = shim(); s && s->qp_path)
-    s->qp_path(vqp.qp.qp_num,
-               (std::string(reach_name(sh.peer->reach())) + ", stream in shared memory").c_str());
+  report_same_host_path(this);
   return true;
 }
 

@@ -55,6 +55,7 @@ void report_path(const Qp* qp, const std::string& path) {
 void give_up(Qp* qp, const std::string& why) {
   Qp::SameHost& sh = qp->sh;
   sh.state = Qp::SameHost::State::Off;
+  sh.maps.clear();
   sh.peer.reset();
   report_path(qp, "tcp: " + why);
   log::debug("same-host", qp->endpoints() + ": TCP only: " + why);
@@ -168,7 +169,7 @@ void Qp::same_host_finish() {
   sh.peer_on = true; // the initiator went On before it sent anything
   sh.state = Qp::SameHost::State::On;
   sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
-  report_path(qp, reach_name(sh.peer->reach()));
+  report_same_host_path(qp);
 }
 
 namespace {
@@ -195,6 +196,21 @@ bool local_iov(Qp* qp, const iwarp::SendWr& w, bool sink, iovec* iov, std::size_
     total += s.length;
   }
   return true;
+}
+
+// This process's address of a pinned range that lies in memory both processes map
+// (samehost/mapping.hpp), or nullptr: copy with the system call. The target must still run
+// the program that offered, as for a copy by pid: a mapping outlives it.
+std::byte* shared_at(Qp* qp, const samehost::Pin& pin) {
+  Qp::SameHost& sh = qp->sh;
+  if (pin.backing.kind == samehost::BackingKind::None || !sh.peer->alive_lately()) return nullptr;
+  std::byte* at = sh.maps.at(sh.peer->pid(), pin.backing, pin.length);
+  const auto told = static_cast<std::uint8_t>(1u << static_cast<unsigned>(pin.backing.kind));
+  if (at && !(sh.maps_told & told)) {
+    sh.maps_told |= told;
+    report_same_host_path(qp);
+  }
+  return at;
 }
 
 // How a copy of a whole Write or Read went.
@@ -238,8 +254,14 @@ Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
         off = 0;
       }
     }
-    const ssize_t got = write ? sh.peer->write(sh.peer_slot, pin.pin, {part, k})
-                              : sh.peer->read(sh.peer_slot, pin.pin, {part, k});
+    ssize_t got = 0;
+    if (std::byte* at = shared_at(qp, pin.pin)) {
+      samehost::place(write, at, {part, k}, want);
+      got = static_cast<ssize_t>(want);
+    } else {
+      got = write ? sh.peer->write(sh.peer_slot, pin.pin, {part, k})
+                  : sh.peer->read(sh.peer_slot, pin.pin, {part, k});
+    }
     reader.unpin(sh.peer_slot);
     if (got != static_cast<ssize_t>(want)) return Copy::Fault;
     done += want;
@@ -250,6 +272,8 @@ Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
 } // namespace
 
 void Qp::same_host_attach(const iwarp::ConnParams& p) {
+  sh.maps.clear();
+  sh.maps_told = 0;
   sh.peer.reset();
   sh.state = SameHost::State::Off;
   sh.rtr_octets = 0;
@@ -298,7 +322,7 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   c->same_host.watch(sh.my_slot, static_cast<pid_t>(o.pid));
   sh.state = SameHost::State::On;
   sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
-  report_path(this, reach_name(sh.peer->reach()));
+  report_same_host_path(this);
 }
 
 void Qp::same_host_started() {
@@ -386,6 +410,15 @@ const char* reach_name(samehost::PeerRegion::Reach r) {
   return "same-host";
 }
 
+void report_same_host_path(const Qp* qp) {
+  const Qp::SameHost& sh = qp->sh;
+  if (!sh.peer) return;
+  std::string path = reach_name(sh.peer->reach());
+  if (sh.tx_ring) path += ", stream in shared memory";
+  if (const std::string k = sh.maps.kinds(); !k.empty()) path += ", copies into a shared " + k;
+  report_path(qp, path);
+}
+
 void Qp::same_host_end(const char* why) {
   if (sh.mine) {
     // Revokes the peer's pins through our slot and waits for one in progress to end: after
@@ -397,6 +430,7 @@ void Qp::same_host_end(const char* why) {
   // that went through them ends with the socket (qp_ring.cpp).
   sh.inbound = {};
   sh.outbound = {};
+  sh.maps.clear();
   sh.peer.reset();
   // What the connection had stays its path in `uiwarp conn show --closed`.
   if (sh.state != SameHost::State::Off && why)

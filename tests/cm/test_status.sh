@@ -37,7 +37,7 @@ check "conn show: the passive end" \
 # How each moves its RDMA Writes and Reads, last on its line: between two uiwarp processes on
 # one host the same-host path, or TCP with the reason (the provider's word, or the shim's).
 expect_eq "conn show: both ends name their path (same-host, or tcp: why)" 2 \
-  "$(grep -cE '; path (same-host \(.+\)(, stream in shared memory)?|tcp: .+)$' "$T/conn")"
+  "$(grep -cE '; path (same-host \(.+\)(, stream in shared memory)?(, copies into a shared .+)?|tcp: .+)$' "$T/conn")"
 # The client goes; the server sees the connection end and exits by itself (it served one).
 # -j: one JSON document each, with the fields its schema names (rdma -j's way).
 schema=$(python3 - "$T/status.json" "$T/conn.json" "$p" 2>&1 <<'PY'
@@ -79,7 +79,7 @@ kill "$spid" 2>/dev/null
 wait 2>/dev/null
 expect_eq "conn show: nothing left after rping exits" "connections: 0" "$("$UIWARP" conn show | head -n 1)"
 # The end of each, and why, stays: the provider of each side reported it to uiwarpd.
-closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*; path (same-host \(.+\)(, stream in shared memory)?|tcp: .+)$"
+closed_re="^  127\.0\.0\.1:[0-9]+ 127\.0\.0\.1:[0-9]+ pid [0-9]+ \(rping\) qp 0x[0-9a-f]{6} ended [0-9]+s ago after [0-9]+s: .+; drive: posts [0-9]+ sent at once, [0-9]+ held.*; path (same-host \(.+\)(, stream in shared memory)?(, copies into a shared .+)?|tcp: .+)$"
 for _ in $(seq 100); do
   "$UIWARP" conn show --closed >"$T/closed" 2>&1
   grep -qE "$closed_re" "$T/closed" && break

@@ -51,7 +51,8 @@ unsigned char pattern(std::size_t i) { return static_cast<unsigned char>(i * 7 +
 std::uint64_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
 EntryValue entry_for(const std::vector<unsigned char>& buffer) {
-  return {kStag, kPd, kRemoteWrite | kRemoteRead, 0, kTo, buffer.size(), address(buffer.data())};
+  return {kStag, kPd,           kRemoteWrite | kRemoteRead, 0,
+          kTo,   buffer.size(), address(buffer.data()),     {}};
 }
 
 int open_fds() {

@@ -35,7 +35,7 @@ constexpr std::uint32_t kRw = kRemoteWrite | kRemoteRead;
 constexpr std::uint32_t stag_of(std::uint32_t index, std::uint32_t key) { return index << 8 | key; }
 
 EntryValue region(std::uint32_t stag, std::uint32_t rights = kRw, std::uint32_t qp = 0) {
-  return {stag, kPd, rights, qp, kBase, kLength, kHost};
+  return {stag, kPd, rights, qp, kBase, kLength, kHost, {}};
 }
 
 // Heap memory standing in for the memfd: 8-octet words, zeroed.
@@ -69,11 +69,11 @@ struct Table {
 
 TEST_CASE("samehost: the layout ends the entries on a page and sizes every part", "[samehost]") {
   STATIC_REQUIRE(sizeof(Header) == 64);
-  STATIC_REQUIRE(sizeof(Entry) == 64);
+  STATIC_REQUIRE(sizeof(Entry) == 128);
   STATIC_REQUIRE(sizeof(Slot) == 128);
   STATIC_REQUIRE(Layout::entries_offset() == 64);
-  STATIC_REQUIRE(Layout{63, 1}.slots_offset() == 4096); // the header and 63 entries: one page
-  STATIC_REQUIRE(Layout{64, 1}.slots_offset() == 8192);
+  STATIC_REQUIRE(Layout{31, 1}.slots_offset() == 4096); // the header and 31 entries: one page
+  STATIC_REQUIRE(Layout{32, 1}.slots_offset() == 8192);
   STATIC_REQUIRE(Layout{1, 32}.rings_offset() == 8192); // 32 slots: one page
   STATIC_REQUIRE(Layout{1, 33}.rings_offset() == 12288);
   STATIC_REQUIRE(Layout{1, 33}.bytes() == 12288 + 33 * kRingAreaBytes); // a ring per slot
@@ -83,8 +83,8 @@ TEST_CASE("samehost: the layout ends the entries on a page and sizes every part"
     CHECK(l.valid());
     CHECK(l.slots_offset() % kPage == 0);
     CHECK(l.bytes() % kPage == 0);
-    CHECK(l.slots_offset() >= 64 + std::size_t{l.capacity} * 64);
-    CHECK(l.slots_offset() - (64 + std::size_t{l.capacity} * 64) < kPage);
+    CHECK(l.slots_offset() >= 64 + std::size_t{l.capacity} * sizeof(Entry));
+    CHECK(l.slots_offset() - (64 + std::size_t{l.capacity} * sizeof(Entry)) < kPage);
     CHECK(l.rings_offset() >= l.slots_offset() + std::size_t{l.slots} * 128);
     CHECK(l.rings_offset() % kPage == 0);
     CHECK(l.bytes() == l.rings_offset() + std::size_t{l.slots} * kRingAreaBytes);
@@ -119,6 +119,17 @@ TEST_CASE("samehost: a published region pins at its address, unpins, and pins ag
   const PinResult z = t.reader.pin(slot, stag, kPd, kQp, kBase + kLength, 0, kRemoteRead);
   REQUIRE(z);
   CHECK(z.pin.host == kHost + kLength);
+  t.reader.unpin(slot);
+  CHECK(z.pin.backing.kind == BackingKind::None); // anonymous memory: the system call
+
+  // A region in memory the peer can map: the pin names the object, at TO's offset in it.
+  const std::uint32_t shared = stag_of(6, 0x4d);
+  EntryValue in_memfd = region(shared);
+  in_memfd.backing = {BackingKind::Memfd, 9, 0x21, 0x5eed, 0x3000};
+  REQUIRE(t.pub.publish(in_memfd));
+  const PinResult m = t.write(slot, shared, kBase + 0x80, 0x100);
+  REQUIRE(m);
+  CHECK(m.pin.backing == Backing{BackingKind::Memfd, 9, 0x21, 0x5eed, 0x3080});
   t.reader.unpin(slot);
 
   // Every pin was dropped: invalidation has nothing to wait for.

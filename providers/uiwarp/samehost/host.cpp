@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "host.hpp"
 
+#include "backing.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -261,6 +263,10 @@ void Host::published(const iwarp::MemoryRegion& r) {
   // Only what a peer may reach: remote rights. Local-only regions stay out of its view.
   constexpr std::uint32_t kRemote = iwarp::access::kRemoteWrite | iwarp::access::kRemoteRead;
   if (!(r.access & kRemote)) return;
+  // A peer copies into the object the region lies in, if it can map it (backing.hpp). Looked
+  // up now, as the program mapped it at registration (an RNIC too keeps the pages it pinned),
+  // and outside mu_: it reads /proc/self/maps.
+  const Backing backing = find_backing(r.host, r.length);
   std::lock_guard lock(mu_);
   if (!region_ || inherited_locked()) return;
   const EntryValue v{r.stag,
@@ -269,7 +275,8 @@ void Host::published(const iwarp::MemoryRegion& r) {
                      r.qp,
                      r.base,
                      r.length,
-                     static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(r.host))};
+                     static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(r.host)),
+                     backing};
   Publisher& pub = region_->publisher();
   const std::uint32_t index = r.stag >> 8;
   if (index >= kLayout.capacity) return; // beyond the table: peers take TCP for it

@@ -25,7 +25,7 @@ namespace uiwarp::samehost {
 
 // Entries published: STag indexes [1, kCapacity); a region beyond goes over TCP. The memfd is
 // sparse and nothing constructs an entry before it is published, so the entries cost memory
-// for the pages of those in use (64 per page), and address space for the rest. Slots:
+// for the pages of those in use (32 per page), and address space for the rest. Slots:
 // connections at once.
 inline constexpr Layout kLayout{1u << 18, 1024};
 

@@ -407,19 +407,24 @@ ssize_t PeerRegion::copy(bool write, std::uint32_t slot, const Pin& pin,
   return got == 0 && pin.length != 0 && !alive() ? -ESRCH : got;
 }
 
-ssize_t PeerRegion::copy_vm(bool write, std::uint32_t slot, const Pin& pin,
-                            std::span<const iovec> local) const {
-  // The pid must still name the target. alive() says so at the cost of a system call, as
-  // much as a small copy itself; a pid is given to another process only after the kernel has
-  // handed out every other one (it allocates them cyclically up to pid_max, 4194304 by
-  // default), which no machine does within kAliveCheckNs of the target's exit.
+bool PeerRegion::alive_lately() const {
+  // alive() costs a system call, as much as a small copy itself; a pid is given to another
+  // process only after the kernel has handed out every other one (it allocates them cyclically
+  // up to pid_max, 4194304 by default), which no machine does within kAliveCheckNs of the
+  // target's exit.
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now().time_since_epoch())
                                .count();
-  if (now - alive_at_.load(std::memory_order_relaxed) >= kAliveCheckNs) {
-    if (!alive()) return -ESRCH;
-    alive_at_.store(now, std::memory_order_relaxed);
-  }
+  if (now - alive_at_.load(std::memory_order_relaxed) < kAliveCheckNs) return true;
+  if (!alive()) return false;
+  alive_at_.store(now, std::memory_order_relaxed);
+  return true;
+}
+
+ssize_t PeerRegion::copy_vm(bool write, std::uint32_t slot, const Pin& pin,
+                            std::span<const iovec> local) const {
+  // The pid must still name the target.
+  if (!alive_lately()) return -ESRCH;
   // Between two looks the target may exec: process_vm_* then reaches the new image, by pid.
   // Its first iovec is the table's own mapping, which the new image lacks there: the call
   // faults on it before any octet of the data moves (it copies the iovecs in order, all in
@@ -453,7 +458,7 @@ ssize_t PeerRegion::read(std::uint32_t slot, const Pin& pin, std::span<const iov
 int PeerRegion::probe(std::uint32_t slot, std::uint64_t value) const {
   if (slot >= reader_.layout().slots) return -EINVAL;
   if (reach_ != Reach::ProcessVm) { // every copy goes through the descriptor: so does the probe
-    const Pin word{reader_.target_address(reader_.probe_offset(slot)), sizeof value};
+    const Pin word{reader_.target_address(reader_.probe_offset(slot)), sizeof value, {}};
     const iovec local{&value, sizeof value};
     const ssize_t n = copy(true, slot, word, {&local, 1});
     if (n < 0) return static_cast<int>(n);

@@ -140,6 +140,9 @@ public:
   // False once the target no longer runs the program that offered: it exited (a zombie, or
   // its pid given to another process) or it called execve (another address space).
   bool alive() const;
+  // alive(), asked at most once a millisecond: for each copy by pid, or into a mapping of
+  // the target's memory (mapping.hpp), which outlives the target.
+  bool alive_lately() const;
 
   // Copies `local` to (write) or from (read) the pinned range of the target, through `slot`:
   // the octets copied, or -errno. Fewer octets than asked is a failure too (part of the range

@@ -120,6 +120,11 @@ bool Publisher::publish(const EntryValue& v) {
   e.to_base.store(v.to_base, kRelease);
   e.length.store(v.length, kRelease);
   e.host.store(v.host, kRelease);
+  e.backing_kind.store(static_cast<std::uint64_t>(v.backing.kind), kRelease);
+  e.backing_id.store(v.backing.id, kRelease);
+  e.backing_dev.store(v.backing.dev, kRelease);
+  e.backing_ino.store(v.backing.ino, kRelease);
+  e.backing_offset.store(v.backing.offset, kRelease);
   // Release: a Reader that sees valid (acquire) sees this payload.
   e.state.store(state_of(generation(s), kValid), std::memory_order_release);
   return true;
@@ -282,7 +287,10 @@ PinResult Reader::pin(std::uint32_t slot, std::uint32_t stag, std::uint32_t pd, 
                      static_cast<std::uint32_t>(e.qp.load(kAcquire)),
                      e.to_base.load(kAcquire),
                      e.length.load(kAcquire),
-                     e.host.load(kAcquire)};
+                     e.host.load(kAcquire),
+                     {static_cast<BackingKind>(e.backing_kind.load(kAcquire)),
+                      e.backing_id.load(kAcquire), e.backing_dev.load(kAcquire),
+                      e.backing_ino.load(kAcquire), e.backing_offset.load(kAcquire)}};
   // The seqlock's read side (see the file comment): unchanged state = a consistent payload,
   // so a refusal below is the entry's, not a torn read's.
   if (e.state.load(std::memory_order_relaxed) != s) return {Refusal::InvalidStag, {}};
@@ -300,7 +308,9 @@ PinResult Reader::pin(std::uint32_t slot, std::uint32_t stag, std::uint32_t pd, 
     holder.fetch_and(kRevokedBit, std::memory_order_release); // keeps a close's bit
     return {Refusal::InvalidStag, {}};
   }
-  return {Refusal::None, {v.host + (to - v.to_base), len}};
+  Backing b = v.backing;
+  b.offset += to - v.to_base; // a garbage offset only misses the peer's bounds check
+  return {Refusal::None, {v.host + (to - v.to_base), len, b}};
 }
 
 Refusal Reader::hold(std::uint32_t slot) {

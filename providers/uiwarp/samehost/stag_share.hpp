@@ -29,7 +29,8 @@
 namespace uiwarp::samehost {
 
 inline constexpr std::uint64_t kMagic = 0x73'67'61'74'73'77'69'75; // "uiwstags", little-endian
-inline constexpr std::uint64_t kVersion = 2; // 2: a stream ring per slot (stream_ring.hpp)
+// 2: a stream ring per slot (stream_ring.hpp); 3: an entry names its region's Backing.
+inline constexpr std::uint64_t kVersion = 3;
 inline constexpr std::size_t kPage = 4096;
 inline constexpr std::uint32_t kMaxCapacity = 1u << 24; // the STag index is 24 bits
 inline constexpr std::uint32_t kMaxSlots = 1u << 12;
@@ -51,6 +52,26 @@ struct Header {
   Word reserved[1];
 };
 
+// Where a published region's memory lies when the target maps it from an object a peer can
+// map too (backing.hpp): the peer then copies with loads and stores into its own mapping of
+// it (mapping.hpp) instead of a system call per copy. kind None: anonymous or private memory,
+// reached through the target's address space only.
+enum class BackingKind : std::uint8_t {
+  None = 0,
+  Memfd = 1, // a shmem file sealed against shrinking: id is the target's descriptor number
+  SysV = 2,  // a System V segment: id is its shmid
+};
+struct Backing {
+  BackingKind kind = BackingKind::None;
+  std::uint64_t id = 0;
+  // Which object id named when the target published it: a Memfd's st_dev and st_ino (the
+  // descriptor number may be closed and reused meanwhile), a SysV segment's IPC namespace
+  // inode (a shmid means nothing in another one) and 0.
+  std::uint64_t dev = 0, ino = 0;
+  std::uint64_t offset = 0; // the object's offset of the region's first octet (in a Pin: of TO)
+  friend bool operator==(const Backing&, const Backing&) = default;
+};
+
 // state = generation << 32 | draining << 1 | valid. Invalidation bumps the generation and sets
 // draining, which drained() clears: publish() needs both bits clear. The payload words are
 // written only while the entry is invalid, and read seqlock style (validated by re-reading
@@ -58,6 +79,8 @@ struct Header {
 struct Entry {
   Word state;
   Word stag, pd, access, qp, to_base, length, host;
+  Word backing_kind, backing_id, backing_dev, backing_ino, backing_offset;
+  Word reserved[3];
 };
 
 // holder: 0 = open and idle; (generation << 32 | index + 1) = pinned; kRevokedBit set = closed
@@ -77,7 +100,7 @@ struct Slot {
 };
 
 static_assert(std::is_standard_layout_v<Header> && sizeof(Header) == 64);
-static_assert(std::is_standard_layout_v<Entry> && sizeof(Entry) == 64);
+static_assert(std::is_standard_layout_v<Entry> && sizeof(Entry) == 128);
 static_assert(std::is_standard_layout_v<Slot> && sizeof(Slot) == 128);
 
 constexpr std::size_t page_up(std::size_t n) { return (n + kPage - 1) / kPage * kPage; }
@@ -106,10 +129,11 @@ static_assert(Layout{kMaxCapacity, kMaxSlots}.bytes() < (std::size_t{1} << 40));
 
 // One published STag. access holds iwarp::access bits (libiwarp/include/iwarp/memory.hpp);
 // qp 0 = any stream of the PD, else the one stream (a type 2 window, a region bound to a QP);
-// host is the target's address of TO to_base.
+// host is the target's address of TO to_base; backing what it lies in, if a peer can map it.
 struct EntryValue {
   std::uint32_t stag = 0, pd = 0, access = 0, qp = 0;
   std::uint64_t to_base = 0, length = 0, host = 0;
+  Backing backing;
   friend bool operator==(const EntryValue&, const EntryValue&) = default;
 };
 
@@ -208,9 +232,11 @@ enum class Refusal : std::uint8_t {
 std::string_view reason_name(AttachError e);
 std::string_view reason_name(Refusal r);
 
-// Where to copy: the target's address of `to`, and the length.
+// Where to copy: the target's address of `to`, the length, and the object `to` lies in (its
+// offset there) if the target published one.
 struct Pin {
   std::uint64_t host = 0, length = 0;
+  Backing backing;
 };
 struct PinResult {
   Refusal refusal = Refusal::None;
