@@ -216,8 +216,8 @@ void Daemon::dispatch(ClientId c, proto::Packet p) {
                  [&](const proto::Resolve& m) { resolve(c, m); },
                  [&](const proto::Status& m) { status(c, m); },
                  [&](const proto::Closed& m) { closed(c, m); },
-                 [&](const proto::Attached& m) { sessions_.on_attached(c, m); },
-                 [&](const proto::Path& m) { sessions_.on_path(c, m); },
+                 [&](const proto::Attached& m) { sessions_.connections().on_attached(c, m); },
+                 [&](const proto::Path& m) { sessions_.connections().on_path(c, m); },
                  [&](const auto&) {
                    drop_client(c, "dropped a client that sent a message only uiwarpd sends");
                  },
@@ -356,7 +356,7 @@ void Daemon::closed(ClientId c, const proto::Closed& m) {
   const std::string who = cl ? cl->process : "a program";
   log("connection " + proto::addr_string(m.local) + " -> " + proto::addr_string(m.peer) + " of " +
       who + " ended: " + m.reason);
-  sessions_.on_closed(c, m, cl ? cl->uid : 0, who, Clock::now());
+  sessions_.connections().on_closed(c, m, cl ? cl->uid : 0, who, Clock::now());
 }
 
 void Daemon::status(ClientId c, const proto::Status& m) {
@@ -377,14 +377,15 @@ void Daemon::status(ClientId c, const proto::Status& m) {
   s.tcp = tcp_connections(&s.tcp_error);
   // Forget connections the kernel no longer has (the application closed them).
   if (s.tcp_error.empty())
-    sessions_.forget_handed([&](const HandedView& h) {
+    sessions_.connections().forget_handed([&](const HandedView& h) {
       auto t = s.tcp.find({proto::addr_string(h.local), proto::addr_string(h.peer)});
       return t == s.tcp.end() || t->second.state == "time-wait" || t->second.state == "close";
     });
   s.listeners = sessions_.listeners();
-  s.handed = sessions_.handed();
+  const Connections& conns = sessions_.connections();
+  s.handed = conns.handed();
   s.sessions = sessions_.sessions();
-  s.closed.assign(sessions_.closed().begin(), sessions_.closed().end());
+  s.closed.assign(conns.closed().begin(), conns.closed().end());
   auto add_owner = [&](ClientId id) {
     if (s.clients.count(id)) return;
     if (const Client* cl = clients_.find(id)) s.clients[id] = {cl->uid, cl->process};

@@ -405,64 +405,9 @@ void Sessions::hand_over(SockId sock, Session& s, proto::Message reply, Clock::t
           return iwarp::ConnParams{};
       },
       reply);
-  handed_.push_back(HandedView{s.client, s.local, s.peer, params, now, 0, {}, false, {}});
+  conns_.handed_over(HandedView{s.client, s.local, s.peer, params, now, 0, {}, false, {}});
   actions_.push_back(ToClient{s.client, std::move(reply), sock});
   sessions_.erase(sock);
-}
-
-namespace {
-
-// The program's rdma_cm id has the addresses as it sees them, which are the handed-over
-// socket's: local and peer, in either order (a passive side's id names them as the request did).
-bool same_conn(const HandedView& h, const sockaddr_storage& a, const sockaddr_storage& b) {
-  auto same = [](const sockaddr_storage& x, const sockaddr_storage& y) {
-    return proto::addr_string(x) == proto::addr_string(y);
-  };
-  return (same(h.local, a) && same(h.peer, b)) || (same(h.local, b) && same(h.peer, a));
-}
-
-} // namespace
-
-void Sessions::on_attached(ClientId c, const proto::Attached& m) {
-  for (HandedView& h : handed_)
-    if (h.client == c && !h.attached && same_conn(h, m.local, m.peer)) {
-      h.qp_num = m.qp_num;
-      h.device = m.device;
-      h.attached = true;
-      if (!m.path.empty()) h.path = m.path;
-      return;
-    }
-}
-
-void Sessions::on_path(ClientId c, const proto::Path& m) {
-  for (HandedView& h : handed_)
-    if (h.client == c && same_conn(h, m.local, m.peer)) {
-      h.path = m.text;
-      return;
-    }
-}
-
-void Sessions::on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::string process,
-                         Clock::time_point now) {
-  // Unknown or already forgotten (uiwarp conn show dropped it): recorded all the same.
-  auto it = std::find_if(handed_.begin(), handed_.end(), [&](const HandedView& h) {
-    return h.client == c && same_conn(h, m.local, m.peer);
-  });
-  ClosedView v{HandedView{c, m.local, m.peer, {}, now, m.qp_num, {}, false, {}},
-               uid,
-               std::move(process),
-               m.qp_num,
-               m.reason,
-               now,
-               m.drive};
-  if (it != handed_.end()) {
-    v.conn = *it;
-    handed_.erase(it);
-  }
-  if (!m.path.empty()) v.conn.path = m.path; // the provider's last word
-  closed_.push_back(std::move(v));
-  while (closed_.size() > kClosedKept)
-    closed_.pop_front();
 }
 
 // The session failed: its client hears it (an initiator's connect, a responder's accept),
@@ -515,7 +460,7 @@ void Sessions::on_client_gone(ClientId c) {
       ++it;
     }
   }
-  std::erase_if(handed_, [c](const HandedView& h) { return h.client == c; });
+  conns_.on_client_gone(c);
   std::erase_if(ib_waits_, [c](const IbWait& w) { return w.client == c; });
 }
 

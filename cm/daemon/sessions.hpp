@@ -2,7 +2,8 @@
 //
 // uiwarpd's connection set-up, without I/O: the listeners clients registered, each TCP
 // connection from accept or connect through its MPA exchange (RFC 5044 §7.1, RFC 6581) to the
-// hand-over of the connected socket to the client, and the connections handed over. It has the
+// hand-over of the connected socket to the client (and then to Connections, connections.hpp,
+// which `uiwarp conn show` reads). It has the
 // shape of iwarp::MpaStartup: the event loop (daemon.cpp) reports what happened through on_*,
 // writes output(), arms its timer for deadline(), waits for what interest() says, and carries
 // out take_actions(). Sockets and clients are the event loop's handles (its file descriptors);
@@ -20,6 +21,7 @@
 // on_client_gone may come at any time; on_timer whenever deadline() has passed.
 #pragma once
 
+#include "connections.hpp"
 #include "iwarp/conn_params.hpp"
 #include "iwarp/mpa_startup.hpp"
 #include "uiwarp/daemon_proto.hpp"
@@ -27,7 +29,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <initializer_list>
 #include <map>
 #include <optional>
@@ -39,9 +40,7 @@
 
 namespace uiwarp::daemon {
 
-using Clock = iwarp::MpaClock;
-using ClientId = int; // the event loop's handle of a client (its Unix socket)
-using SockId = int;   // the event loop's handle of a TCP socket (the descriptor)
+using SockId = int; // the event loop's handle of a TCP socket (the descriptor)
 
 struct SessionPolicy {
   iwarp::MpaPolicy mpa;
@@ -113,31 +112,6 @@ struct SessionView {
   sockaddr_storage local, peer;
   std::string state; // "tcp connect", "awaiting MPA request", ...
 };
-struct HandedView {
-  ClientId client;
-  sockaddr_storage local, peer;
-  iwarp::ConnParams params;
-  Clock::time_point since;
-  // Set when the client's provider reports the QP that took the socket (proto::Attached).
-  std::uint32_t qp_num = 0;
-  std::string device;
-  bool attached = false;
-  // How its RDMA Writes and Reads move, as the provider said (Attached, Path): "same-host", or
-  // "tcp: why not"; "" until it says.
-  std::string path;
-};
-
-// A handed-over connection that ended, as its program's provider reported it (proto::Closed).
-struct ClosedView {
-  HandedView conn;
-  uid_t uid;
-  std::string process; // "pid 1234 (rping)"
-  std::uint32_t qp_num;
-  std::string reason;
-  Clock::time_point ended;
-  std::string drive; // what the drive policy decided for it
-};
-
 class Sessions {
 public:
   explicit Sessions(SessionPolicy policy) : policy_(std::move(policy)) {}
@@ -209,21 +183,9 @@ public:
   const Counters& counters() const { return counters_; }
   std::vector<ListenerView> listeners() const;
   std::vector<SessionView> sessions() const;
-  // Handed-over connections, for `uiwarp conn show`; forget() drops those the kernel no longer
-  // has (the client closed them).
-  const std::vector<HandedView>& handed() const { return handed_; }
-  template <class Pred> void forget_handed(Pred gone) { std::erase_if(handed_, gone); }
-  // Client `c`'s provider says a connection it was handed ended, and why: it leaves handed()
-  // for closed(), which keeps the last kClosedKept (`uiwarp conn show --closed`). `uid` and
-  // `process` name the client, which may be gone when the record is read.
-  void on_closed(ClientId c, const proto::Closed& m, uid_t uid, std::string process,
-                 Clock::time_point now);
-  // Client `c`'s provider gave a handed-over connection to QP m.qp_num (which is in RTS).
-  void on_attached(ClientId c, const proto::Attached& m);
-  // Client `c`'s provider says how a connection's RDMA Writes and Reads move now.
-  void on_path(ClientId c, const proto::Path& m);
-  static constexpr std::size_t kClosedKept = 64;
-  const std::deque<ClosedView>& closed() const { return closed_; }
+  // The connections handed over, and those that ended since (connections.hpp).
+  Connections& connections() { return conns_; }
+  const Connections& connections() const { return conns_; }
 
 private:
   struct Listener {
@@ -299,8 +261,7 @@ private:
   SockId ib_listener_ = -1;
   std::vector<IbWait> ib_waits_;
   std::map<SockId, Session> sessions_;
-  std::vector<HandedView> handed_;
-  std::deque<ClosedView> closed_; // oldest first
+  Connections conns_;
   std::vector<Action> actions_;
   Counters counters_;
   std::uint64_t next_token_ = 1;

@@ -93,7 +93,7 @@ std::vector<std::string> status_report(const StatusSnapshot& s) {
                       path_part(it->conn));
     }
     out.push_back("closed connections: " + n(lines.size()) + " (the last " +
-                  n(Sessions::kClosedKept) + " are kept)");
+                  n(Connections::kClosedKept) + " are kept)");
     out.insert(out.end(), lines.begin(), lines.end());
     return out;
   }

@@ -112,6 +112,15 @@ wait_listed() {
   LISTED_MS=$((($(date +%s%N) - t0) / 1000000))
   return 1
 }
+# dpid [NETNS_INODE]: the pid of the uiwarpd serving UIWARP_STATE_DIR (its daemon for the
+# network namespace of that inode, if given), or nothing.
+dpid() { pgrep -f "uiwarpd --socket ${UIWARP_STATE_DIR%/}/${1:+netns-$1/}" | head -n 1; }
+# skip WHY...: ends the script as skipped (exit 77, ctest's SKIP_RETURN_CODE) and says why,
+# after SKIP_AS (the script's name) if set.
+skip() {
+  echo "${SKIP_AS:+$SKIP_AS: }skipped: $*"
+  exit 77
+}
 # netns_inode: the inode of this network namespace (uiwarp's state is per namespace).
 netns_inode() { stat -L -c %i /proc/self/ns/net; }
 

@@ -8,7 +8,6 @@
 source "$(dirname "$0")/lib.sh"
 printf 'idle-exit-s = 1\n' >"$T/uiwarpd.conf"
 export UIWARPD_CONFIG=$T/uiwarpd.conf
-dpid() { pgrep -f "uiwarpd --socket ${UIWARP_STATE_DIR%/}/" | head -n 1; }
 gone_within() { # SECONDS: no uiwarpd of this test's state directory left
   local i
   for ((i = 0; i < $1 * 10; i++)); do

@@ -70,8 +70,7 @@ check "uiwarp conn show --closed: TCP, the peer is in another pid namespace" \
 # kill -9 of the client mid-transfer. (The flushing of outstanding work requests is checked
 # byte for byte in the unit tests, HX-038; rping itself only reports the disconnect.)
 bino=$(ip netns exec "$B" stat -L -c %i /proc/self/ns/net)
-dpid() { pgrep -f "uiwarpd --socket $UIWARP_STATE_DIR/netns-$bino/" | head -n 1; }
-before=$(dpid)
+before=$(dpid "$bino")
 timeout 60 ip netns exec "$B" "$RUN" rping -s -a $SRV -p 7003 -C 100000 -S 65535 -v >"$T/kill.server" 2>&1 &
 spid=$!
 wait_listen -n "$B" 7003
@@ -85,7 +84,7 @@ check "the server exits on its own after the client is killed (exit $src)" test 
 check "the server's CM saw DISCONNECTED" grep -q "DISCONNECT EVENT" "$T/kill.server"
 # The same uiwarpd serves a new connection.
 pair rping-after-kill rping -s -a $SRV -p 7004 -C 10 -v -- rping -c -a $SRV -p 7004 -C 10 -v
-check "uiwarpd in the surviving namespace is still the same process" test -n "$before" -a "$(dpid)" = "$before"
+check "uiwarpd in the surviving namespace is still the same process" test -n "$before" -a "$(dpid "$bino")" = "$before"
 
 # Routes come from rtnetlink through uiwarpd: with no route, the application is told why.
 timeout 30 ip netns exec "$A" "$RUN" rping -c -a 10.99.99.99 -p 7007 -C 1 >"$T/noroute" 2>&1

@@ -6,7 +6,6 @@
 # on. Twice, to show the second restart is like the first.
 source "$(dirname "$0")/lib.sh"
 UIWARP=${UIWARP_CLI:?UIWARP_CLI must name the uiwarp CLI}
-dpid() { pgrep -f "uiwarpd --socket ${UIWARP_STATE_DIR%/}/" | head -n 1; }
 p=$(free_port)
 timeout 120 "$RUN" rping -s -P -a 127.0.0.1 -p "$p" -v >"$T/server" 2>&1 &
 spid=$!

@@ -18,10 +18,6 @@ SRC=$(cd "${1:?usage: test_package.sh SOURCE_DIR}" && pwd)
 source "$SRC/scripts/lib/common.sh"
 test_init
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
 [[ $(id -u) == 0 ]] || skip "needs root (mount namespaces, dpkg -i)"
 for c in dpkg-buildpackage dh lintian unshare setpriv systemd-socket-activate ibv_devinfo rping \
   python3 ip; do
@@ -171,7 +167,7 @@ rping_pair() { # NAME PORT: rping server and client as nobody, -C 10 -v, loopbac
   as_nobody timeout 60 /usr/bin/uiwarp-run rping -s -a 127.0.0.1 -p "$2" -C 10 -v \
     >"$TT/$1.server" 2>&1 &
   local spid=$!
-  sleep 1
+  wait_listen "$2"
   as_nobody timeout 60 /usr/bin/uiwarp-run rping -c -a 127.0.0.1 -p "$2" -C 10 -v \
     >"$TT/$1.client" 2>&1
   local crc=$?
@@ -184,14 +180,22 @@ rping_pair() { # NAME PORT: rping server and client as nobody, -C 10 -v, loopbac
   expect_eq "$1: rping server verified 10 pings" "10" \
     "$(grep -c '^server ping data' "$TT/$1.server")"
 }
+# stop_user_daemon: ends nobody's per-user uiwarpd and waits until it is gone.
+stop_user_daemon() {
+  pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" || return 0
+  for _ in $(seq 50); do
+    pgrep -u 65534 -f "^/usr/sbin/uiwarpd --socket" >/dev/null || return 0
+    sleep 0.1
+  done
+}
 rping_pair rping-per-user 7174
-pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" && sleep 0.5
+stop_user_daemon
 # debian/tests/demo, as autopkgtest runs it against the installed packages (it becomes nobody).
 sh "$TT/autopkgtest-demo" >"$TT/autopkgtest.log" 2>&1
 rc=$?
 expect_eq "debian/tests/demo (autopkgtest): ibv_devinfo, rping, ib_write_bw -R as nobody" 0 "$rc"
 ((rc == 0)) || tail -n 20 "$TT/autopkgtest.log"
-pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" && sleep 0.5
+stop_user_daemon
 
 # --- the system daemon, run as uiwarpd.socket/.service say (systemd-socket-activate stands in
 # for systemd: PID 1 here need not be systemd) ---

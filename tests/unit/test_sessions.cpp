@@ -113,54 +113,56 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
   CHECK(d.s.sessions().empty());
   CHECK(d.s.interest(kSock) == Interest::None);
   CHECK(d.s.deadline() == Clock::time_point::max());
-  REQUIRE(d.s.handed().size() == 1);
-  CHECK(d.s.handed()[0].client == kClient);
-  CHECK(d.s.handed()[0].params.ird == 8);
-  CHECK(d.s.handed()[0].since == d.now);
+  REQUIRE(d.s.connections().handed().size() == 1);
+  CHECK(d.s.connections().handed()[0].client == kClient);
+  CHECK(d.s.connections().handed()[0].params.ird == 8);
+  CHECK(d.s.connections().handed()[0].since == d.now);
 
   SECTION("the QP that took it, as the provider reports it, names it in handed()") {
-    CHECK_FALSE(d.s.handed()[0].attached);
+    CHECK_FALSE(d.s.connections().handed()[0].attached);
     // Another client's report, or another connection's, changes nothing.
-    d.s.on_attached(kClient + 1, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0"});
-    d.s.on_attached(kClient, proto::Attached{kLocal, v4("192.0.2.3", 1), 0x11, "uiwarp0"});
-    CHECK_FALSE(d.s.handed()[0].attached);
-    d.s.on_attached(kClient, proto::Attached{kPeer, kLocal, 0x11, "uiwarp0", "tcp: not agreed"});
-    CHECK(d.s.handed()[0].attached);
-    CHECK(d.s.handed()[0].qp_num == 0x11);
-    CHECK(d.s.handed()[0].device == "uiwarp0");
-    CHECK(d.s.handed()[0].path == "tcp: not agreed");
+    d.s.connections().on_attached(kClient + 1, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0"});
+    d.s.connections().on_attached(kClient,
+                                  proto::Attached{kLocal, v4("192.0.2.3", 1), 0x11, "uiwarp0"});
+    CHECK_FALSE(d.s.connections().handed()[0].attached);
+    d.s.connections().on_attached(
+        kClient, proto::Attached{kPeer, kLocal, 0x11, "uiwarp0", "tcp: not agreed"});
+    CHECK(d.s.connections().handed()[0].attached);
+    CHECK(d.s.connections().handed()[0].qp_num == 0x11);
+    CHECK(d.s.connections().handed()[0].device == "uiwarp0");
+    CHECK(d.s.connections().handed()[0].path == "tcp: not agreed");
     // The provider's later word on the path replaces it; another client's changes nothing.
-    d.s.on_path(kClient + 1, proto::Path{kLocal, kPeer, 0x11, "same-host"});
-    CHECK(d.s.handed()[0].path == "tcp: not agreed");
-    d.s.on_path(kClient, proto::Path{kLocal, kPeer, 0x11, "same-host"});
-    CHECK(d.s.handed()[0].path == "same-host");
+    d.s.connections().on_path(kClient + 1, proto::Path{kLocal, kPeer, 0x11, "same-host"});
+    CHECK(d.s.connections().handed()[0].path == "tcp: not agreed");
+    d.s.connections().on_path(kClient, proto::Path{kLocal, kPeer, 0x11, "same-host"});
+    CHECK(d.s.connections().handed()[0].path == "same-host");
     // Its end keeps what was known of it.
-    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", ""}, 0, "p",
-                  d.now);
-    REQUIRE(d.s.closed().size() == 1);
-    CHECK(d.s.closed()[0].conn.device == "uiwarp0");
-    CHECK(d.s.closed()[0].conn.path == "same-host");
+    d.s.connections().on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", ""},
+                                0, "p", d.now);
+    REQUIRE(d.s.connections().closed().size() == 1);
+    CHECK(d.s.connections().closed()[0].conn.device == "uiwarp0");
+    CHECK(d.s.connections().closed()[0].conn.path == "same-host");
   }
 
   SECTION("a Closed that names the path has the last word on it") {
-    d.s.on_attached(kClient, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0", ""});
-    CHECK(d.s.handed()[0].path.empty());
-    d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", "tcp: off"}, 0,
-                  "p", d.now);
-    REQUIRE(d.s.closed().size() == 1);
-    CHECK(d.s.closed()[0].conn.path == "tcp: off");
+    d.s.connections().on_attached(kClient, proto::Attached{kLocal, kPeer, 0x11, "uiwarp0", ""});
+    CHECK(d.s.connections().handed()[0].path.empty());
+    d.s.connections().on_closed(
+        kClient, proto::Closed{kLocal, kPeer, 0x11, "peer closed", "", "tcp: off"}, 0, "p", d.now);
+    REQUIRE(d.s.connections().closed().size() == 1);
+    CHECK(d.s.connections().closed()[0].conn.path == "tcp: off");
   }
 
   SECTION("its end, as the provider reports it, leaves handed() for closed(), with why") {
     // The passive side's id names the addresses as the request did: either order matches.
     const auto later = d.now + std::chrono::seconds(3);
-    d.s.on_closed(kClient,
-                  proto::Closed{kPeer, kLocal, 0x00a1b2, "connection reset or lost",
-                                "posts 3 sent at once, 0 held"},
-                  1000, "pid 42 (rping)", later);
-    CHECK(d.s.handed().empty());
-    REQUIRE(d.s.closed().size() == 1);
-    const ClosedView& c = d.s.closed()[0];
+    d.s.connections().on_closed(kClient,
+                                proto::Closed{kPeer, kLocal, 0x00a1b2, "connection reset or lost",
+                                              "posts 3 sent at once, 0 held"},
+                                1000, "pid 42 (rping)", later);
+    CHECK(d.s.connections().handed().empty());
+    REQUIRE(d.s.connections().closed().size() == 1);
+    const ClosedView& c = d.s.connections().closed()[0];
     CHECK(c.conn.params.ird == 8); // the handed-over connection's own record
     CHECK(c.conn.since == d.now);
     CHECK(c.ended == later);
@@ -170,12 +172,13 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
     CHECK(c.qp_num == 0x00a1b2);
     CHECK(c.drive == "posts 3 sent at once, 0 held");
     // The last kClosedKept are kept, oldest dropped first.
-    for (std::size_t i = 0; i < Sessions::kClosedKept + 5; ++i)
-      d.s.on_closed(kClient, proto::Closed{kLocal, kPeer, static_cast<std::uint32_t>(i), "x", ""},
-                    1000, "p", later);
-    REQUIRE(d.s.closed().size() == Sessions::kClosedKept);
-    CHECK(d.s.closed().front().qp_num == 5);
-    CHECK(d.s.closed().back().qp_num == Sessions::kClosedKept + 4);
+    for (std::size_t i = 0; i < Connections::kClosedKept + 5; ++i)
+      d.s.connections().on_closed(
+          kClient, proto::Closed{kLocal, kPeer, static_cast<std::uint32_t>(i), "x", ""}, 1000, "p",
+          later);
+    REQUIRE(d.s.connections().closed().size() == Connections::kClosedKept);
+    CHECK(d.s.connections().closed().front().qp_num == 5);
+    CHECK(d.s.connections().closed().back().qp_num == Connections::kClosedKept + 4);
   }
 
   // The peer sees exactly the Reply the client asked for.
@@ -238,7 +241,7 @@ TEST_CASE("MPA-056 uiwarpd Reject: the Reply has R=1 and the client's private da
   CHECK(hex(reply) == hex(raw_reply(kC | kR | kS, 2, enh(16, 16) + text("no"))));
   CHECK(d.step() == Lines{"close 21"});
   CHECK(d.s.sessions().empty());
-  CHECK(d.s.handed().empty());
+  CHECK(d.s.connections().handed().empty());
   CHECK(d.s.counters().accepted == 0);
 
   REQUIRE(peer.on_bytes(reply) == reply.size());
@@ -373,7 +376,7 @@ TEST_CASE("MPA-069 uiwarpd responder: a Reply the peer never reads fails the Acc
   CHECK(r.status == ETIMEDOUT);
   CHECK(d.s.counters().timeouts == 1);
   CHECK(d.s.counters().accepted == 0);
-  CHECK(d.s.handed().empty());
+  CHECK(d.s.connections().handed().empty());
 }
 
 TEST_CASE("HX-007 uiwarpd responder: the peer goes away during the exchange", "[sessions]") {
@@ -406,7 +409,7 @@ TEST_CASE("HX-007 uiwarpd responder: the peer goes away during the exchange", "[
     CHECK(message<proto::AcceptReply>(acts).status == ECONNRESET);
     d.write(); // what is left of the Reply drains, then the socket closes
     CHECK(d.step() == Lines{"close 21"});
-    CHECK(d.s.handed().empty());
+    CHECK(d.s.connections().handed().empty());
   }
   SECTION("a socket error while the Reply is written: the Accept fails at once") {
     const proto::ConnRequest cr = d.request(peer);

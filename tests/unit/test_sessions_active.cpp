@@ -89,9 +89,9 @@ TEST_CASE("IR-01 uiwarpd active side: Request, the peer's Reply, the hand-over w
   CHECK(d.s.counters().connected == 1);
   CHECK(d.s.counters().connect_failed == 0);
   CHECK(d.s.sessions().empty());
-  REQUIRE(d.s.handed().size() == 1);
-  CHECK(d.s.handed()[0].params.rtr == iwarp::RtrType::Read);
-  CHECK(d.s.handed()[0].since == d.now);
+  REQUIRE(d.s.connections().handed().size() == 1);
+  CHECK(d.s.connections().handed()[0].params.rtr == iwarp::RtrType::Read);
+  CHECK(d.s.connections().handed()[0].since == d.now);
   // The session is gone: the data path's octets are not taken.
   CHECK(d.s.on_bytes(kSock, kFirstFpdu, d.now) == 0);
 }
@@ -146,7 +146,7 @@ TEST_CASE("EMPA-022 uiwarpd active side: a rejecting peer's private data and IRD
   CHECK(d.s.counters().rejected_by_peer == 1);
   CHECK(d.s.counters().connect_failed == 1);
   CHECK(d.s.counters().connected == 0);
-  CHECK(d.s.handed().empty());
+  CHECK(d.s.connections().handed().empty());
 }
 
 TEST_CASE("HX-005 uiwarpd initiator: a Reply that stalls times out, the client hears ETIMEDOUT",
@@ -278,8 +278,8 @@ TEST_CASE("uiwarpd first-fpdu-delay: the connection is held unread, handed over 
   CHECK(message<proto::ConnectReply>(acts).params.initiator);
   CHECK(d.s.counters().connected == 1);
   CHECK(d.s.counters().timeouts == 0);
-  REQUIRE(d.s.handed().size() == 1);
-  CHECK(d.s.handed()[0].since == t0 + 60ms);
+  REQUIRE(d.s.connections().handed().size() == 1);
+  CHECK(d.s.connections().handed()[0].since == t0 + 60ms);
 }
 
 // ---- both sides: every split of the peer's octets ----------------------------------------

@@ -62,7 +62,7 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
     CHECK(ar.params.same_host);
     CHECK_FALSE(ar.params.peer_same_host); // the offer is the initiator's to take
     CHECK_FALSE(ar.params.peer_off_host);
-    CHECK(d.s.handed()[0].params.same_host);
+    CHECK(d.s.connections().handed()[0].params.same_host);
   }
   SECTION("an Accept without an offer: a Reply without the bit or the trailer") {
     Daemon d(policy(with_same_host(true)));
@@ -180,7 +180,7 @@ TEST_CASE("uiwarpd active side, the same-host path: the Request asks, the respon
   if (daemon_on) {
     REQUIRE(r.params.peer_same_host);
     CHECK(*r.params.peer_same_host == offer);
-    CHECK(d.s.handed()[0].params.same_host);
+    CHECK(d.s.connections().handed()[0].params.same_host);
   } else {
     CHECK_FALSE(r.params.peer_same_host);
   }
@@ -200,5 +200,5 @@ TEST_CASE("uiwarpd active side, the same-host path: to a peer whose address is n
   CHECK_FALSE(r.params.same_host);
   CHECK(r.params.peer_off_host);
   CHECK(iwarp::same_host_refusal(r.params) == "the peer's address is not this host's");
-  CHECK(d.s.handed()[0].params.peer_off_host);
+  CHECK(d.s.connections().handed()[0].params.peer_off_host);
 }

@@ -22,7 +22,7 @@ BOOTS=0
 
 log() { echo "[$(date +%H:%M:%S)] $*"; }
 die() { echo "siw-interop: error: $*" >&2; exit 1; }
-skip() { echo "siw-interop: skipped: $*"; exit 77; }
+SKIP_AS=siw-interop # skip(): scripts/lib/common.sh
 
 siw_require() {
   [[ $(id -u) == 0 ]] || skip "needs root (network namespace and tap device)"
