@@ -171,23 +171,30 @@ private:
   void check_key(std::size_t n);
   bool check_header();
   bool check_revision();
-  bool check_enhanced_flag();
-  bool uiwarp_answer(std::uint8_t flag) const;
-  bool reply_has_offer() const;
-  bool check_same_host_flag();
-  std::size_t same_host_trailer() const;
   void process_frame();
   void process_reply();
-  void negotiate_enhanced();
   MpaFrame reply_frame(bool reject) const;
   void send_reply(bool reject, std::vector<std::byte> private_data, std::uint16_t ird,
                   std::uint16_t ord, std::optional<std::uint16_t> required_ord,
                   std::optional<SameHostOffer> same_host);
-  MpaEnhanced reply_enhanced(std::uint16_t ird, std::uint16_t ord);
-  RtrSet reply_rtr(const RtrSet& requested) const;
   void finish(MpaState state);
   void fail(TermCode code, std::string message);
+  // RFC 6581 (mpa_enhanced.cpp).
+  bool check_enhanced_flag();
+  void take_peer_enhanced();
+  void negotiate_enhanced();
+  MpaEnhanced reply_enhanced(std::uint16_t ird, std::uint16_t ord);
+  RtrSet reply_rtr(const RtrSet& requested) const;
   void fail_with_terminate(TermCode code, std::string message);
+  // uiwarp's Res bits (mpa_private.cpp).
+  bool uiwarp_answer(std::uint8_t flag) const;
+  bool reply_has_offer() const;
+  bool check_same_host_flag();
+  std::size_t same_host_trailer() const;
+  bool check_offer(const SameHostOffer& offer);
+  void take_private_answers();
+  void private_reply_bits(MpaFrame& f) const;
+  void offer_same_host(MpaFrame& f, std::optional<SameHostOffer> offer) const;
 
   MpaRole role_ = MpaRole::Initiator;
   MpaState state_ = MpaState::AwaitRequest;
