@@ -4,10 +4,11 @@
 // (a PublishedRegion, made at the first connection that asks, so that a process that never
 // has one opens no descriptor), kept equal to its device context's iwarp::MemoryTable as a
 // MemoryObserver; the slots of its connections; and who this process is, as an offer or an
-// answer names it. One per device context; thread-safe.
+// answer names it (identity.hpp). One per device context; thread-safe.
 #pragma once
 
 #include "grant.hpp"
+#include "identity.hpp"
 #include "iwarp/memory.hpp"
 #include "iwarp/wire.hpp"
 #include "shared_region.hpp"
@@ -28,23 +29,6 @@ namespace uiwarp::samehost {
 // for the pages of those in use (32 per page), and address space for the rest. Slots:
 // connections at once.
 inline constexpr Layout kLayout{1u << 18, 1024};
-
-// This process as a peer must see it to qualify: same boot, same user, same pid namespace.
-struct Identity {
-  std::array<std::byte, 16> boot_id{};
-  std::uint64_t pid_ns = 0;
-  std::uint32_t uid = 0;
-  std::uint32_t pid = 0;
-  std::string error; // why it could not be read ("" when it was)
-};
-Identity identity();
-
-// The offer's nonce is the table's, in 16 octets (lo then hi, little-endian).
-std::array<std::byte, 16> to_bytes(Nonce n);
-Nonce to_nonce(const std::array<std::byte, 16>& b);
-
-// Why `offer` does not qualify for a peer that is `self`, or "" when it does.
-std::string mismatch(const iwarp::SameHostOffer& offer, const Identity& self);
 
 class Host final : public iwarp::MemoryObserver {
 public:

@@ -61,24 +61,7 @@ struct Closer {
   }
 };
 
-std::atomic<std::uint32_t> g_forks{0};
-
 } // namespace
-
-std::uint32_t fork_generation() {
-  // Registered by the first call, which comes before anything is made that a child must not
-  // touch (a table, a peer's mapping): so every fork() after it counts.
-  static const bool registered = [] {
-    ::pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
-    return true;
-  }();
-  (void)registered;
-  return g_forks.load(std::memory_order_relaxed);
-}
-
-bool made_here(std::uint32_t generation, pid_t pid) {
-  return generation == fork_generation() && pid == ::getpid();
-}
 
 // ---- target side ----------------------------------------------------------------------------
 

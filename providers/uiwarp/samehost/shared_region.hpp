@@ -9,6 +9,7 @@
 // Both classes report failures as values with a reason; nothing here throws or prints.
 #pragma once
 
+#include "identity.hpp"
 #include "stag_share.hpp"
 #include "stream_ring.hpp"
 
@@ -34,16 +35,6 @@ template <class T> struct Result {
 };
 
 using Deadline = std::optional<std::chrono::steady_clock::time_point>;
-
-// How many fork()s this process is from the one where the count started (a pthread_atfork
-// child handler adds one, before the child runs anything else). A table or a peer's mapping
-// made at another count is the parent's: a child must not write there. One relaxed load, for
-// the post path.
-std::uint32_t fork_generation();
-
-// Whether this process made what it recorded at `generation` with pid `pid`: false in a child
-// of fork() (counted), or of clone() without fork() (another pid).
-bool made_here(std::uint32_t generation, pid_t pid);
 
 // Target side: one per device context, made when the first peer asks. Not thread-safe, like
 // the Publisher it holds: the caller serialises its calls.
