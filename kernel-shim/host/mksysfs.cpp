@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   if (links.empty())
     links.push_back(std::string(uiwarp::kDefaultLinkName) + ":" + uiwarp::kDefaultLinkNetdev);
 
-  std::vector<uiwarp::sysfs::Device> devices;
+  std::vector<uiwarp::sysfs::DeviceSpec> devices;
   for (const std::string& l : links) {
     auto colon = l.find(':');
     std::string err;

@@ -31,8 +31,6 @@ struct CacheDeleter {
 
 } // namespace
 
-bool NetdevInfo::port_active() const { return (flags & IFF_UP) && (flags & IFF_RUNNING); }
-
 std::optional<NetdevInfo> query_netdev(const std::string& name, std::string* err) {
   if (name.empty() || name.size() >= IFNAMSIZ) {
     *err = "invalid netdev name '" + name + "'";

@@ -193,7 +193,7 @@ bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
   }
   std::vector<Link> links;
   if (!read_links(dir, &links, err)) return false;
-  std::vector<sysfs::Device> devices;
+  std::vector<sysfs::DeviceSpec> devices;
   for (const Link& l : effective_links(links)) {
     std::string nerr;
     auto nd = query_netdev(l.netdev, &nerr);
@@ -201,7 +201,7 @@ bool regenerate_sysfs(const std::string& dir, std::string* sysfs_path,
       warnings->push_back("device " + l.name + " left out: " + nerr);
       continue;
     }
-    devices.push_back(sysfs::Device{l.name, std::move(*nd), l.mpa});
+    devices.push_back(sysfs::DeviceSpec{l.name, std::move(*nd), l.mpa});
   }
   sysfs::Options opt;
   opt.netns_inode = current_netns_inode();

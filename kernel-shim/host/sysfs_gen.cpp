@@ -189,7 +189,7 @@ std::vector<std::array<std::uint8_t, 16>> device_gids(const NetdevInfo& nd,
   return gids;
 }
 
-Tree build(const std::vector<Device>& devices, const Options& opt) {
+Tree build(const std::vector<DeviceSpec>& devices, const Options& opt) {
   Tree t;
   t[kDevicesDir] = Node{Node::Dir, {}};
   t[kUverbsDir] = Node{Node::Dir, {}};
@@ -197,7 +197,7 @@ Tree build(const std::vector<Device>& devices, const Options& opt) {
   put(t, "class/misc/rdma_cm/abi_version", std::to_string(kUcmaAbiVersion));
   unsigned uverbs = mirror_kernel_devices(t, opt);
 
-  for (const Device& d : devices) {
+  for (const DeviceSpec& d : devices) {
     const NetdevInfo& nd = d.netdev;
     const std::string dev = std::string(kDevicesDir) + "/" + d.name + "/";
     const std::uint64_t guid = guid_from_mac(device_mac(nd, opt.netns_inode));

@@ -391,7 +391,7 @@ void Ucma::release(Id& id) {
 int Ucma::bind_id(Id& id, sockaddr_storage a) {
   if (id.bound) return EINVAL; // cma_comp_exch(IDLE, ADDR_BOUND)
   if (int err = check_bind_address(a)) return err;
-  std::optional<Device> dev = device_for(a);
+  std::optional<DeviceInfo> dev = device_for(a);
   if (!dev) return ENODEV; // cma_acquire_dev_by_src_ip: no uiwarp device on that netdev
   if (int err = st.bind_conflict(id, a)) return err;
   int s = bound_socket(a, id.afonly);

@@ -16,14 +16,14 @@
 
 namespace uiwarp::ucma {
 
-std::vector<Device> devices() {
-  std::vector<Device> out;
+std::vector<DeviceInfo> devices() {
+  std::vector<DeviceInfo> out;
   const char* sysfs = Env::get().value(EnvVar::SysfsPath);
   if (!sysfs) return out;
   std::error_code ec;
   for (const auto& e :
        std::filesystem::directory_iterator(std::string(sysfs) + "/" + sysfs::kDevicesDir, ec)) {
-    Device d;
+    DeviceInfo d;
     d.name = e.path().filename();
     std::ifstream nd(e.path() / sysfs::kAttrNetdev), g(e.path() / sysfs::kAttrNodeGuid),
         mpa(e.path() / sysfs::kAttrMpa);
@@ -37,16 +37,16 @@ std::vector<Device> devices() {
     out.push_back(d);
   }
   std::sort(out.begin(), out.end(),
-            [](const Device& l, const Device& r) { return l.name < r.name; });
+            [](const DeviceInfo& l, const DeviceInfo& r) { return l.name < r.name; });
   return out;
 }
 
-std::optional<Device> device_for(const sockaddr_storage& ip) {
-  std::vector<Device> devs = devices();
+std::optional<DeviceInfo> device_for(const sockaddr_storage& ip) {
+  std::vector<DeviceInfo> devs = devices();
   if (devs.empty()) return std::nullopt;
   if (is_wildcard(ip)) return devs.front();
   std::string ifname = netdev_of(ip);
-  for (const Device& d : devs)
+  for (const DeviceInfo& d : devs)
     if (d.netdev == ifname) return d;
   if (is_loopback(ip)) return devs.front();
   return std::nullopt;
@@ -55,12 +55,12 @@ std::optional<Device> device_for(const sockaddr_storage& ip) {
 std::string device_policies(const sockaddr_storage& addr) {
   std::string out;
   if (!is_wildcard(addr)) return out;
-  for (const Device& d : devices())
+  for (const DeviceInfo& d : devices())
     if (!d.mpa.empty()) out += d.netdev + " " + d.mpa + "\n";
   return out;
 }
 
-std::string mpa_overrides(const std::optional<Device>& dev, const sockaddr_storage& addr) {
+std::string mpa_overrides(const std::optional<DeviceInfo>& dev, const sockaddr_storage& addr) {
   std::string out = dev && !is_wildcard(addr) ? dev->mpa : "";
   if (const char* env = Env::get().nonempty(EnvVar::MpaPolicy))
     out += (out.empty() ? "" : " ") + std::string(env);

@@ -74,7 +74,7 @@ struct Id {
   bool ended = false;      // ...and the provider reported the connection's end meanwhile
   std::uint32_t qp_num = 0;
   std::uint32_t events_reported = 0;
-  std::optional<Device> dev;
+  std::optional<DeviceInfo> dev;
   int tos = -1;              // RDMA_OPTION_ID_TOS, applied to the TCP socket by uiwarpd
   int afonly = -1;           // RDMA_OPTION_ID_AFONLY (IPV6_V6ONLY), -1 = unset
   bool reuseaddr = false;    // RDMA_OPTION_ID_REUSEADDR

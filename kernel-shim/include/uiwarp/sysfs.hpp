@@ -35,7 +35,7 @@
 #pragma once
 
 #include "uiwarp/guid.hpp" // format_guid
-#include "uiwarp/netdev.hpp"
+#include "uiwarp/netdev_info.hpp"
 #include "uiwarp/sysfs_layout.hpp" // the names its readers use too
 
 #include <array>
@@ -50,7 +50,7 @@ inline constexpr unsigned kUverbsAbiVersion = 1;     // per device; the provider
 inline constexpr unsigned kVerbsClassAbiVersion = 6; // class/infiniband_verbs/abi_version
 inline constexpr unsigned kUcmaAbiVersion = 4;
 
-struct Device {
+struct DeviceSpec {
   std::string name; // uiwarpN
   NetdevInfo netdev;
   std::string mpa; // its MPA policy overrides: the attribute uiwarp_mpa, if any
@@ -87,7 +87,7 @@ std::string format_gid(const std::array<std::uint8_t, 16>& gid); // 8 groups of 
 std::vector<std::array<std::uint8_t, 16>> device_gids(const NetdevInfo& nd,
                                                       std::uint64_t netns_inode);
 
-Tree build(const std::vector<Device>& devices, const Options& opt);
+Tree build(const std::vector<DeviceSpec>& devices, const Options& opt);
 
 // A short hex digest of the tree's contents (FNV-1a 64).
 std::string digest(const Tree& tree);
