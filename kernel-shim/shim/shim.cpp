@@ -11,7 +11,8 @@
 //  * open of /dev/infiniband/rdma_cm returns an event channel of the rdma_cm emulation (ucma.hpp):
 //    librdmacm's commands written to it are answered in this process, backed by uiwarpd.
 //  * write() of the uverbs command CREATE_COMP_CHANNEL (17) on such an fd is answered here with a
-//    pipe: the read end is the channel fd, the provider gets the write end through
+//    pipe: the read end is the channel fd; the provider gets the write end through its
+//    ShimOps (comp_channel_wfd, uiwarp/provider_api.hpp), and other code in the program through
 //    uiwarp_shim_comp_channel_wfd() (include/uiwarp/shim.h).
 //  * close/dup/dup2/dup3/fcntl(F_DUPFD*) keep the table of those fds right.
 //  * socket(AF_NETLINK, *, NETLINK_RDMA) fails with EPROTONOSUPPORT, so libibverbs and librdmacm

@@ -66,12 +66,15 @@ class Progress;
 
 // Locks, in the order they are taken (never an earlier one while holding a later one):
 //
-//   Cq::qps_mu, or else Context::qps_mu (shared: pollers; exclusive: QP create/destroy)
+//   Cq::poll_mu (an extended poll, start_poll to end_poll: the program may post meanwhile)
+//   -> Cq::qps_mu, or else Context::qps_mu (shared: pollers; exclusive: QP create/destroy)
 //     -> Qp::mu (the send queue, receive queue, engine and socket of one QP)
 //       -> Srq::qps_mu, the SharedRecvQueue's lock, and Context::mu (the verbs that count
 //          objects or change the STag table: reg, rereg, dereg)
-//         -> the MemoryTable's lock -> samehost::Host's lock (its observer calls)
-//           -> Cq::mu (the completion ring)
+//         -> samehost::Host's init_mu_ (the first same-host connection makes the table)
+//           -> the MemoryTable's lock -> samehost::Host's mu_ (its observer calls)
+//             -> Cq::mu (the completion ring)
+//   Progress::timers_mu_ (taken under Qp::mu) and the QP registry's lock take nothing else.
 //
 // Context::mu is never held on the data path. No lock but at most Qp::mu is held while a thread
 // waits for another process: a same-host peer's copy in progress is waited for by

@@ -40,8 +40,10 @@ namespace {
 
 using samehost::PeerRegion;
 
-// One process_vm_* call copies at most this much: a large Write or Read holds its QP (and the
-// target's entry) for about that long at a time (RFC 5041 §5.2 spirit: bounded segments).
+// One copy (a system call, or loads and stores into a shared mapping) moves at most this much,
+// each under a pin of its own: a deregistration at the target waits for one piece, not for a
+// whole large Write or Read (RFC 5041 §5.2 spirit: bounded segments). The QP's lock is held
+// for the whole WR.
 constexpr std::uint64_t kMaxCopy = 1 << 20;
 
 bool enabled() { return Env::get().same_host_enabled(); }
