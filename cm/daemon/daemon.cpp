@@ -20,9 +20,9 @@ namespace uiwarp::daemon {
 
 static_assert(kDefaultIbConnectPort == ib::kDefaultPort);
 
-namespace {
+void log(const std::string& line) { std::fprintf(stderr, "uiwarpd: %s\n", line.c_str()); }
 
-void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
+namespace {
 
 std::uint64_t tag(std::uint32_t kind, int fd) {
   return (std::uint64_t{kind} << 32) | static_cast<std::uint32_t>(fd);

@@ -19,6 +19,11 @@
 
 namespace uiwarp::daemon {
 
+// uiwarpd's one log: a line "uiwarpd: ..." on its standard error, which is the journal under
+// systemd (uiwarpd.service) and uiwarpd.log in the state directory of a per-user daemon that
+// uiwarp-run or the shim started.
+void log(const std::string& line);
+
 class Daemon {
 public:
   // `unix_fd`: the listening Unix socket (ours or systemd's); `socket_label` names it in the

@@ -31,8 +31,6 @@ namespace uiwarp::daemon {
 
 namespace {
 
-void log(const std::string& s) { std::fprintf(stderr, "uiwarpd: %s\n", s.c_str()); }
-
 Daemon* g_daemon = nullptr;
 void on_signal(int) {
   if (g_daemon) g_daemon->stop();

@@ -4,6 +4,7 @@
 #include "shim_real.hpp"
 
 #include "uiwarp/env.hpp"
+#include "uiwarp/log.hpp"
 
 #include <cerrno>
 #include <cstdarg>
@@ -16,10 +17,6 @@
 #include <unistd.h>
 
 namespace uiwarp::shim {
-
-namespace {
-bool g_debug = false;
-} // namespace
 
 void* resolve(RealSym& s) {
   void* p = s.ptr.load(std::memory_order_acquire);
@@ -59,9 +56,7 @@ RealSym* const kAllSyms[] = {
 [[gnu::constructor(101)]] void resolve_all() {
   for (RealSym* s : kAllSyms)
     resolve(*s);
-  const Env& env = Env::get();
-  g_debug = env.flag(EnvVar::Debug);
-  const char* s = env.value(EnvVar::SysfsPath);
+  const char* s = Env::get().value(EnvVar::SysfsPath);
   dbg("loaded, SYSFS_PATH=%s", s ? s : "(unset)");
 }
 
@@ -91,18 +86,13 @@ int enosys() {
 }
 
 void dbg(const char* fmt, ...) {
-  if (!g_debug) return;
+  if (!log::enabled(log::Level::Debug)) return;
   char buf[512];
-  int n = std::snprintf(buf, sizeof buf, "uiwarp-shim[%d]: ", static_cast<int>(getpid()));
   va_list ap;
   va_start(ap, fmt);
-  int m = std::vsnprintf(buf + n, sizeof buf - static_cast<size_t>(n) - 1, fmt, ap);
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (m < 0) return;
-  size_t len = static_cast<size_t>(n) + static_cast<size_t>(m);
-  if (len > sizeof buf - 2) len = sizeof buf - 2;
-  buf[len++] = '\n';
-  sys_write(2, buf, len);
+  if (n >= 0) log::debug("shim", buf);
 }
 
 } // namespace uiwarp::shim

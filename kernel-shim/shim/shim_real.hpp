@@ -60,6 +60,8 @@ int sys_fstat(int fd, struct stat* st);
 // -1 with ENOSYS: the real function is missing.
 int enosys();
 
+// A debug line of the shim's, through the one log of the code inside applications
+// (uiwarp/log.hpp: VERBS_LOG_LEVEL=4 or UIWARP_DEBUG=1 asks for it, VERBS_LOG_FILE says where).
 void dbg(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 } // namespace uiwarp::shim

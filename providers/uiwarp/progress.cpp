@@ -106,7 +106,7 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   }
   const bool held = qp->engine->rx_held();
   const bool parked = qp->drv.parked();
-  const bool ring = qp->sh.rx_ring;
+  const bool ring = qp->same_host.rx_ring;
   std::uint32_t want = 0;
   // A held stream is not read. A QP reading the ring is watched even when parked: its socket
   // brings only doorbells and the end, which its pollers do not read (qp_ring.cpp).
@@ -114,7 +114,7 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   // Room in a full socket is this thread's to use, unless the QP is parked: its pollers
   // retry it then (QpDrive::retry_full), and the timer takes the QP back when they stop. A
   // full ring has no EPOLLOUT: the peer rings back.
-  if (qp->conn.want_write && !parked && !qp->sh.tx_ring) want |= EPOLLOUT;
+  if (qp->conn.want_write && !parked && !qp->same_host.tx_ring) want |= EPOLLOUT;
   if (want != qp->watch.events) {
     epoll_event ev{};
     ev.events = want;
@@ -226,7 +226,7 @@ void Progress::take_events(int n, const epoll_event* evs, drive::Ns now) {
       if (qp->drv.keeps_parked(now, evs[i].events & (EPOLLERR | EPOLLHUP))) {
         if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable, now);
         // A doorbell or the end for a QP that reads the ring: its pollers never read the socket.
-        if (qp->sh.rx_ring && (evs[i].events & (EPOLLIN | EPOLLRDHUP)))
+        if (qp->same_host.rx_ring && (evs[i].events & (EPOLLIN | EPOLLRDHUP)))
           qp->drive(Driver::Progress, now);
         continue;
       }

@@ -274,12 +274,14 @@ struct Qp {
       On,
     };
     State state = State::Off;
-    bool mine = false;         // a slot in this process's table, which the peer copies through
-    std::uint32_t my_slot = 0; //   ...its index
-    std::optional<samehost::PeerRegion> peer; // the peer's table, once attached
-    std::uint32_t peer_slot = 0;              // our slot in it
-    samehost::Reader::Owner owner;            // the peer's end: the pins' PD and stream
-    std::uint64_t rtr_octets = 0;             // what attach() sent first: the RFC 6581 RTR, if any
+    // Inbound, what the peer does here: it copies through a slot of this process's table...
+    bool inbound_open = false;
+    std::uint32_t inbound_slot = 0; // ...this one
+    // Outbound, what we do there: we copy through our slot of the peer's table, once attached.
+    std::optional<samehost::PeerRegion> peer;
+    std::uint32_t outbound_slot = 0;
+    samehost::Reader::Owner owner; // the peer's end: the pins' PD and stream
+    std::uint64_t rtr_octets = 0;  // what attach() sent first: the RFC 6581 RTR, if any
     // samehost::fork_generation() at the probe: a child of fork() does not copy.
     std::uint32_t forks = 0;
     // How the path reaches the peer once On (PeerRegion::Reach), for a report made without
@@ -302,7 +304,7 @@ struct Qp {
     // and the BackingKinds `uiwarp conn show` has been told of (bit 1 << kind).
     samehost::SharedMappings maps;
     std::uint8_t maps_told = 0;
-  } sh;
+  } same_host;
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
   // parking, held Sends, the Read Response path; its counters ----

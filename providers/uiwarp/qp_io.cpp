@@ -47,7 +47,7 @@ void Qp::drive(Driver who, drive::Ns now) {
   if (!connected()) return;
   // A responder on the same-host path takes the initiator's answer as soon as it is there,
   // so that both streams can move to the ring (qp_ring.cpp).
-  if (sh.state == SameHost::State::Waiting) same_host_finish();
+  if (same_host.state == SameHost::State::Waiting) same_host_finish();
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
   const bool has_progress = ctx()->progress() != nullptr;
@@ -103,8 +103,8 @@ void Qp::push_tx(bool retry_full) {
   drv.on_transmit();
   if (!connected() || conn.peer_closed) return;
   // The peer waits for room in our ring, which a read of it made (qp_ring.cpp).
-  if (sh.ring_back && sh.tx_ring) {
-    sh.ring_back = false;
+  if (same_host.ring_back && same_host.tx_ring) {
+    same_host.ring_back = false;
     doorbell();
   }
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
@@ -160,7 +160,7 @@ void Qp::tx_error(int err) {
 
 bool Qp::pull_rx(Driver who, std::size_t budget, drive::Ns now) {
   if (!connected() || conn.peer_closed) return false;
-  if (sh.rx_ring) return pull_ring(who, budget, now);
+  if (same_host.rx_ring) return pull_ring(who, budget, now);
   bool drained = false, got_any = false;
   for (;;) {
     // Every octet the peer sent over TCP before its switch is processed: the ring's are next.
@@ -204,7 +204,7 @@ bool Qp::pull_rx(Driver who, std::size_t budget, drive::Ns now) {
     if (n == 0) {
       // A peer that switched to the ring wrote there before its FIN: read it first.
       if (ring_rx_ready()) {
-        sh.rx_eof = true;
+        same_host.rx_eof = true;
         return pull_ring(who, budget, now) || got_any;
       }
       engine->on_peer_closed(true);
@@ -245,8 +245,9 @@ void Qp::after_io() {
   }
   iwarp::QpState s = engine->state();
   // The same-host peer copies past what we sent only once we have processed it.
-  if (sh.mine) ctx()->same_host.set_consumed(sh.my_slot, engine->rx_ended());
-  if (s != iwarp::QpState::Rts && sh.mine) same_host_end("the connection ended");
+  if (same_host.inbound_open)
+    ctx()->same_host.set_consumed(same_host.inbound_slot, engine->rx_ended());
+  if (s != iwarp::QpState::Rts && same_host.inbound_open) same_host_end("the connection ended");
   bool entered_err = false;
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {

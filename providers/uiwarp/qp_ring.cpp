@@ -32,28 +32,30 @@ namespace uiwarp {
 static_assert(drive::tuning::kRingLookNs == samehost::kLookNs);
 
 bool Qp::ring_tx_ready() {
-  if (sh.tx_ring) return true;
-  if (sh.state != SameHost::State::On || !sh.outbound || !sh.mine) return false;
+  if (same_host.tx_ring) return true;
+  if (same_host.state != SameHost::State::On || !same_host.outbound || !same_host.inbound_open)
+    return false;
   // Not with UIWARP_SAME_HOST=copy: a peer with it still reads a ring this end writes.
   // (The environment is a snapshot of the process's start: read once, not at every push.)
   static const bool wanted = Env::get().same_host_ring();
   if (!wanted) return false;
-  if (!sh.peer_on) {
+  if (!same_host.peer_on) {
     // The responder attached ours before it went On; the initiator learns it from the
     // responder's probe in our slot (one load).
-    if (!ctx()->same_host.answer(sh.my_slot).probe) return false;
-    sh.peer_on = true;
+    if (!ctx()->same_host.answer(same_host.inbound_slot).probe) return false;
+    same_host.peer_on = true;
   }
   // Everything before the switch must have left over TCP.
   if (engine->tx_pending() || tx.piped > 0 || conn.want_write) return false;
-  if (sh.forks != samehost::fork_generation()) return false; // the peer's mapping is the parent's
-  samehost::Reader& r = sh.peer->reader();
-  if (r.hold(sh.peer_slot) != samehost::Refusal::None) return false;
-  const bool ours = r.epoch(sh.peer_slot) == sh.owner.epoch;
-  if (ours) sh.outbound.start(engine->tx_framed());
-  r.unpin(sh.peer_slot);
+  if (same_host.forks != samehost::fork_generation())
+    return false; // the peer's mapping is the parent's
+  samehost::Reader& r = same_host.peer->reader();
+  if (r.hold(same_host.outbound_slot) != samehost::Refusal::None) return false;
+  const bool ours = r.epoch(same_host.outbound_slot) == same_host.owner.epoch;
+  if (ours) same_host.outbound.start(engine->tx_framed());
+  r.unpin(same_host.outbound_slot);
   if (!ours) return false;
-  sh.tx_ring = true;
+  same_host.tx_ring = true;
   report_same_host_path(this);
   return true;
 }
@@ -88,42 +90,42 @@ void Qp::ring_in_child() {
 }
 
 void Qp::push_ring() {
-  if (sh.forks != samehost::fork_generation()) return ring_in_child();
-  if (sh.tx_closed || !sh.peer) return ring_discard();
-  samehost::Reader& r = sh.peer->reader();
+  if (same_host.forks != samehost::fork_generation()) return ring_in_child();
+  if (same_host.tx_closed || !same_host.peer) return ring_discard();
+  samehost::Reader& r = same_host.peer->reader();
   bool wrote = false;
   conn.want_write = false;
   while (const std::size_t total = ring_gather()) {
     // Held like a pin: the peer's close of the slot waits for the write, and a slot reopened
     // for another connection is not written.
-    if (r.hold(sh.peer_slot) != samehost::Refusal::None) {
-      sh.tx_closed = true;
+    if (r.hold(same_host.outbound_slot) != samehost::Refusal::None) {
+      same_host.tx_closed = true;
       return ring_discard();
     }
     std::size_t n = 0;
-    if (r.epoch(sh.peer_slot) == sh.owner.epoch) {
+    if (r.epoch(same_host.outbound_slot) == same_host.owner.epoch) {
       const iwarp::DmaScope dma; // reads the program's sources
-      n = sh.outbound.write(tx.pieces);
+      n = same_host.outbound.write(tx.pieces);
     } else {
-      sh.tx_closed = true;
+      same_host.tx_closed = true;
     }
-    r.unpin(sh.peer_slot);
+    r.unpin(same_host.outbound_slot);
     if (n) {
       engine->tx_advance(n);
       drv.on_ring_written(n);
       wrote = true;
     }
-    if (sh.tx_closed) return ring_discard();
-    if (sh.outbound.broken()) {
+    if (same_host.tx_closed) return ring_discard();
+    if (same_host.outbound.broken()) {
       ring_broken("a read position past what was written");
       return;
     }
-    if (n < total && sh.outbound.wait_for_room()) {
+    if (n < total && same_host.outbound.wait_for_room()) {
       conn.want_write = true; // the peer rings back; pollers retry meanwhile
       break;
     }
   }
-  if (wrote && sh.outbound.needs_doorbell(mono_ns())) doorbell();
+  if (wrote && same_host.outbound.needs_doorbell(mono_ns())) doorbell();
 }
 
 void Qp::doorbell() {
@@ -134,52 +136,55 @@ void Qp::doorbell() {
 }
 
 bool Qp::ring_rx_ready() {
-  if (sh.rx_ring) return true;
-  if (!sh.inbound || !sh.mine || sh.forks != samehost::fork_generation()) return false;
-  const std::uint64_t start = sh.inbound.start();
-  if (start == 0 || start - 1 != sh.rx_tcp) return false;
-  sh.rx_ring = true;
+  if (same_host.rx_ring) return true;
+  if (!same_host.inbound || !same_host.inbound_open ||
+      same_host.forks != samehost::fork_generation())
+    return false;
+  const std::uint64_t start = same_host.inbound.start();
+  if (start == 0 || start - 1 != same_host.rx_tcp) return false;
+  same_host.rx_ring = true;
   drv.set_ring();
   // A responder still waiting for the answer has it now: the initiator wrote it first.
-  if (sh.state == SameHost::State::Waiting) same_host_finish();
+  if (same_host.state == SameHost::State::Waiting) same_host_finish();
   return true;
 }
 
 bool Qp::ring_unlook() {
-  if (!sh.rx_ring || !sh.inbound) return false;
+  if (!same_host.rx_ring || !same_host.inbound) return false;
   // A thread that arms its CQ goes to sleep on the channel: a poll's look a moment ago no
   // longer means anyone looks, and a writer that trusted it would leave the sleeper to the
   // progress thread's next look (kLookNs: rping's ping-pong at a millisecond a message).
   // Withdrawn, then the ring peeked: the doorbell rule's order (stream_ring.hpp), so a write
   // that saw the look still fresh is found here.
-  sh.inbound.looked(0);
+  same_host.inbound.looked(0);
   std::span<const std::byte> s[2];
-  return !sh.inbound.peek(s) || !s[0].empty();
+  return !same_host.inbound.peek(s) || !s[0].empty();
 }
 
 std::size_t Qp::tcp_stream_octets(std::size_t got) {
-  const std::uint64_t start = sh.inbound && sh.mine ? sh.inbound.start() : 0;
+  const std::uint64_t start =
+      same_host.inbound && same_host.inbound_open ? same_host.inbound.start() : 0;
   std::size_t stream = got;
   if (start != 0) {
-    if (start - 1 < sh.rx_tcp) {
+    if (start - 1 < same_host.rx_tcp) {
       ring_broken("a switch to the ring before what TCP already brought");
       return 0;
     }
-    stream = static_cast<std::size_t>(std::min<std::uint64_t>(got, start - 1 - sh.rx_tcp));
+    stream = static_cast<std::size_t>(std::min<std::uint64_t>(got, start - 1 - same_host.rx_tcp));
   }
-  sh.rx_tcp += stream;
+  same_host.rx_tcp += stream;
   return stream;
 }
 
 bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
-  if (sh.forks != samehost::fork_generation()) {
+  if (same_host.forks != samehost::fork_generation()) {
     ring_in_child(); // the socket's doorbells and end are the parent's to read
     return true;
   }
   bool got_any = false;
   // The socket: doorbells, or the end. Not by a poller (a look must cost no system call: the
   // progress thread watches the socket) nor while a Send waits for a buffer (as over TCP).
-  if (who != Driver::Poll && !sh.rx_eof && !engine->rx_held()) {
+  if (who != Driver::Poll && !same_host.rx_eof && !engine->rx_held()) {
     char buf[256];
     for (;;) {
       const ssize_t n = ::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT);
@@ -188,7 +193,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
         continue;
       }
       if (n == 0) {
-        sh.rx_eof = true;
+        same_host.rx_eof = true;
         got_any = true;
       } else if (errno == EINTR) {
         continue;
@@ -200,21 +205,21 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
       break;
     }
   }
-  if (!sh.inbound) { // the path ended here: only the socket's end matters now
-    if (sh.rx_eof) {
+  if (!same_host.inbound) { // the path ended here: only the socket's end matters now
+    if (same_host.rx_eof) {
       engine->on_peer_closed(true);
       conn.peer_closed = true;
     }
     return got_any;
   }
   if (who == Driver::Poll) {
-    sh.inbound.looked(now); // before the peek: the doorbell rule's order (stream_ring.hpp)
+    same_host.inbound.looked(now); // before the peek: the doorbell rule's order (stream_ring.hpp)
     drv.on_ring_look(now);
   }
   bool empty = false;
   while (budget > 0) {
     std::span<const std::byte> s[2];
-    if (!sh.inbound.peek(s)) {
+    if (!same_host.inbound.peek(s)) {
       ring_broken("a write position past the ring");
       return true;
     }
@@ -234,14 +239,14 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
     }
     if (fed == 0) break;
     got_any = true;
-    if (sh.inbound.consume(fed)) sh.ring_back = true;
+    if (same_host.inbound.consume(fed)) same_host.ring_back = true;
     budget -= fed;
     if (held) break;
   }
-  if (sh.rx_eof && empty) {
+  if (same_host.rx_eof && empty) {
     // What was posted before the close was seen leaves as it would into a socket whose peer
     // sent its FIN (TCP takes it, then the peer's close drops it): it completes, not flushed.
-    if (sh.tx_ring) ring_discard();
+    if (same_host.tx_ring) ring_discard();
     engine->on_peer_closed(true);
     conn.peer_closed = true;
   }

@@ -55,10 +55,10 @@ void report_path(const Qp* qp, const std::string& path) {
 // A connection goes without the path: the reason reaches `uiwarp conn show`, not stderr (a
 // fallback is normal: another host, Yama's ptrace_scope, seccomp).
 void give_up(Qp* qp, const std::string& why) {
-  Qp::SameHost& sh = qp->sh;
-  sh.state = Qp::SameHost::State::Off;
-  sh.maps.clear();
-  sh.peer.reset();
+  Qp::SameHost& same_host = qp->same_host;
+  same_host.state = Qp::SameHost::State::Off;
+  same_host.maps.clear();
+  same_host.peer.reset();
   report_path(qp, "tcp: " + why);
   log::debug("same-host", qp->endpoints() + ": TCP only: " + why);
 }
@@ -120,25 +120,25 @@ std::string attach_peer(Qp* qp, pid_t pid, int table_fd, samehost::Nonce nonce,
   }
   if (!r) return r.error;
   if (slot >= r.value->reader().layout().slots) return "the peer's slot is out of range";
-  Qp::SameHost& sh = qp->sh;
-  sh.peer.emplace(std::move(*r.value));
-  sh.peer_slot = slot;
+  Qp::SameHost& same_host = qp->same_host;
+  same_host.peer.emplace(std::move(*r.value));
+  same_host.outbound_slot = slot;
   return {};
 }
 
 std::string probe_peer(Qp* qp) {
-  Qp::SameHost& sh = qp->sh;
-  sh.owner = sh.peer->reader().owner(sh.peer_slot);
-  sh.forks = samehost::fork_generation();
+  Qp::SameHost& same_host = qp->same_host;
+  same_host.owner = same_host.peer->reader().owner(same_host.outbound_slot);
+  same_host.forks = samehost::fork_generation();
   const std::uint64_t word = qp->vqp.qp.qp_num | 1ull << 32;
-  int e = sh.peer->probe(sh.peer_slot, word);
+  int e = same_host.peer->probe(same_host.outbound_slot, word);
   if (e == -EPERM || e == -ENOSYS) { // process_vm_* refused (seccomp): /proc/PID/mem alone
-    sh.peer->use_proc_mem();
-    e = sh.peer->probe(sh.peer_slot, word);
+    same_host.peer->use_proc_mem();
+    e = same_host.peer->probe(same_host.outbound_slot, word);
   }
   if (e < 0)
-    return errno_text(sh.peer->reach() == PeerRegion::Reach::ProcessVm ? "process_vm_writev"
-                                                                       : "/proc/pid/mem",
+    return errno_text(same_host.peer->reach() == PeerRegion::Reach::ProcessVm ? "process_vm_writev"
+                                                                              : "/proc/pid/mem",
                       -e);
   return {};
 }
@@ -156,7 +156,7 @@ void serve_grants(Context* c) {
 void Qp::same_host_finish() {
   Qp* qp = this;
   Context* ctx = qp->ctx();
-  const samehost::SlotAnswer a = ctx->same_host.answer(sh.my_slot);
+  const samehost::SlotAnswer a = ctx->same_host.answer(same_host.inbound_slot);
   if (a.probe == 0) {
     // It writes the answer before it sends anything: data without one means it declined.
     if (qp->engine->rx_ended() > 0) give_up(qp, "the peer did not take the same-host path");
@@ -166,11 +166,12 @@ void Qp::same_host_finish() {
                                 a.nonce, static_cast<std::uint32_t>(a.slot));
   if (why.empty()) why = probe_peer(qp);
   if (!why.empty()) return give_up(qp, why);
-  ctx->same_host.watch(sh.my_slot, static_cast<pid_t>(a.pid));
-  sh.outbound = sh.peer->ring(sh.peer_slot);
-  sh.peer_on = true; // the initiator went On before it sent anything
-  sh.state = Qp::SameHost::State::On;
-  sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
+  ctx->same_host.watch(same_host.inbound_slot, static_cast<pid_t>(a.pid));
+  same_host.outbound = same_host.peer->ring(same_host.outbound_slot);
+  same_host.peer_on = true; // the initiator went On before it sent anything
+  same_host.state = Qp::SameHost::State::On;
+  same_host.reach.store(static_cast<std::uint8_t>(same_host.peer->reach()),
+                        std::memory_order_relaxed);
   report_same_host_path(qp);
 }
 
@@ -204,12 +205,13 @@ bool local_iov(Qp* qp, const iwarp::SendWr& w, bool sink, iovec* iov, std::size_
 // (samehost/mapping.hpp), or nullptr: copy with the system call. The target must still run
 // the program that offered, as for a copy by pid: a mapping outlives it.
 std::byte* shared_at(Qp* qp, const samehost::Pin& pin) {
-  Qp::SameHost& sh = qp->sh;
-  if (pin.backing.kind == samehost::BackingKind::None || !sh.peer->alive_lately()) return nullptr;
-  std::byte* at = sh.maps.at(sh.peer->pid(), pin.backing, pin.length);
+  Qp::SameHost& same_host = qp->same_host;
+  if (pin.backing.kind == samehost::BackingKind::None || !same_host.peer->alive_lately())
+    return nullptr;
+  std::byte* at = same_host.maps.at(same_host.peer->pid(), pin.backing, pin.length);
   const auto told = static_cast<std::uint8_t>(1u << static_cast<unsigned>(pin.backing.kind));
-  if (at && !(sh.maps_told & told)) {
-    sh.maps_told |= told;
+  if (at && !(same_host.maps_told & told)) {
+    same_host.maps_told |= told;
     report_same_host_path(qp);
   }
   return at;
@@ -229,20 +231,21 @@ enum class Copy : std::uint8_t {
 // its pieces were copied: what it places again is the same octets, at the same place.
 Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
                  std::uint64_t total) {
-  Qp::SameHost& sh = qp->sh;
-  samehost::Reader& reader = sh.peer->reader();
+  Qp::SameHost& same_host = qp->same_host;
+  samehost::Reader& reader = same_host.peer->reader();
   const std::uint32_t need = write ? iwarp::access::kRemoteWrite : iwarp::access::kRemoteRead;
   iovec part[iwarp::kMaxSge + 1];
   std::size_t i = 0, off = 0; // the next octet: iov[i], `off` into it
   for (std::uint64_t done = 0; done < total;) {
     const std::uint64_t want = std::min(total - done, kMaxCopy);
-    const samehost::PinResult pin = reader.pin(sh.peer_slot, w.remote_stag, sh.owner.pd,
-                                               sh.owner.stream, w.remote_addr + done, want, need);
+    const samehost::PinResult pin =
+        reader.pin(same_host.outbound_slot, w.remote_stag, same_host.owner.pd,
+                   same_host.owner.stream, w.remote_addr + done, want, need);
     // Refused (an invalid STag, rights, bounds, a slot closed by the target): the target
     // answers the WR over TCP with the exact Terminate.
     if (!pin) return Copy::Refused;
-    if (reader.epoch(sh.peer_slot) != sh.owner.epoch) {
-      reader.unpin(sh.peer_slot);
+    if (reader.epoch(same_host.outbound_slot) != same_host.owner.epoch) {
+      reader.unpin(same_host.outbound_slot);
       return Copy::Ended;
     }
     std::size_t k = 0;
@@ -261,10 +264,10 @@ Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
       samehost::place(write, at, {part, k}, want);
       got = static_cast<ssize_t>(want);
     } else {
-      got = write ? sh.peer->write(sh.peer_slot, pin.pin, {part, k})
-                  : sh.peer->read(sh.peer_slot, pin.pin, {part, k});
+      got = write ? same_host.peer->write(same_host.outbound_slot, pin.pin, {part, k})
+                  : same_host.peer->read(same_host.outbound_slot, pin.pin, {part, k});
     }
-    reader.unpin(sh.peer_slot);
+    reader.unpin(same_host.outbound_slot);
     if (got != static_cast<ssize_t>(want)) return Copy::Fault;
     done += want;
   }
@@ -274,27 +277,29 @@ Copy copy_pieces(Qp* qp, bool write, const iwarp::SendWr& w, const iovec* iov,
 } // namespace
 
 void Qp::same_host_attach(const iwarp::ConnParams& p) {
-  sh.maps.clear();
-  sh.maps_told = 0;
-  sh.peer.reset();
-  sh.state = SameHost::State::Off;
-  sh.rtr_octets = 0;
-  sh.outbound = {}; // inbound is the offer's, made before (same_host_offer_locked)
-  sh.peer_on = sh.tx_ring = sh.tx_closed = sh.rx_ring = sh.rx_eof = sh.ring_back = false;
-  sh.rx_tcp = 0;
+  same_host.maps.clear();
+  same_host.maps_told = 0;
+  same_host.peer.reset();
+  same_host.state = SameHost::State::Off;
+  same_host.rtr_octets = 0;
+  same_host.outbound = {}; // inbound is the offer's, made before (same_host_offer_locked)
+  same_host.peer_on = same_host.tx_ring = same_host.tx_closed = same_host.rx_ring =
+      same_host.rx_eof = same_host.ring_back = false;
+  same_host.rx_tcp = 0;
   if (!p.same_host) {
-    if (sh.mine) same_host_end(nullptr); // offered, and the initiator did not ask after all
+    if (same_host.inbound_open)
+      same_host_end(nullptr); // offered, and the initiator did not ask after all
     return give_up(this, iwarp::same_host_refusal(p));
   }
   if (p.markers_tx || p.markers_rx) {
     // Stream offsets are compared as counts of FPDU octets; markers make the two ends count
     // them at different places (RFC 5044 §5.1), and uiwarp peers never need markers.
-    if (sh.mine) same_host_end(nullptr);
+    if (same_host.inbound_open) same_host_end(nullptr);
     return give_up(this, "markers are on");
   }
   if (!p.initiator) {
-    if (!sh.mine) return give_up(this, "no offer was made");
-    sh.state = SameHost::State::Waiting;
+    if (!same_host.inbound_open) return give_up(this, "no offer was made");
+    same_host.state = SameHost::State::Waiting;
     return;
   }
   if (!p.peer_same_host) return give_up(this, "no offer came");
@@ -308,22 +313,24 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   Context* c = ctx();
   auto opened = c->same_host.open(pd_id, vqp.qp.qp_num);
   if (!opened) return give_up(this, opened.error);
-  sh.mine = true;
-  sh.my_slot = opened.value->slot;
-  sh.inbound = opened.value->inbound;
-  sh.outbound = sh.peer->ring(sh.peer_slot);
+  same_host.inbound_open = true;
+  same_host.inbound_slot = opened.value->slot;
+  same_host.inbound = opened.value->inbound;
+  same_host.outbound = same_host.peer->ring(same_host.outbound_slot);
   serve_grants(c); // the responder asks for ours as soon as it sees our answer
   // The answer first, the probe last: the responder takes the answer once the probe is set.
-  sh.peer->reader().write_answer(sh.peer_slot, {static_cast<std::uint64_t>(::getpid()),
-                                                static_cast<std::uint64_t>(opened.value->table_fd),
-                                                opened.value->slot, opened.value->nonce, 0});
+  same_host.peer->reader().write_answer(same_host.outbound_slot,
+                                        {static_cast<std::uint64_t>(::getpid()),
+                                         static_cast<std::uint64_t>(opened.value->table_fd),
+                                         opened.value->slot, opened.value->nonce, 0});
   if (why = probe_peer(this); !why.empty()) {
     same_host_end(nullptr);
     return give_up(this, why);
   }
-  c->same_host.watch(sh.my_slot, static_cast<pid_t>(o.pid));
-  sh.state = SameHost::State::On;
-  sh.reach.store(static_cast<std::uint8_t>(sh.peer->reach()), std::memory_order_relaxed);
+  c->same_host.watch(same_host.inbound_slot, static_cast<pid_t>(o.pid));
+  same_host.state = SameHost::State::On;
+  same_host.reach.store(static_cast<std::uint8_t>(same_host.peer->reach()),
+                        std::memory_order_relaxed);
   report_same_host_path(this);
 }
 
@@ -333,16 +340,16 @@ void Qp::same_host_started() {
   // processed the RTR, as it places nothing. Else a
   // program that posts Reads at once, ORD deep and never letting the queue drain (ib_read_bw),
   // would start them behind the RTR over TCP and keep them there.
-  if (sh.state != SameHost::State::Off && engine && !engine->tx_pending() && tx.piped == 0 &&
+  if (same_host.state != SameHost::State::Off && engine && !engine->tx_pending() && tx.piped == 0 &&
       engine->sq_outstanding() == 0)
-    sh.rtr_octets = engine->tx_framed();
+    same_host.rtr_octets = engine->tx_framed();
 }
 
 bool Qp::same_host_post(const iwarp::SendWr& w) {
   const bool write = w.opcode == iwarp::WrOpcode::RdmaWrite;
   if (!write && w.opcode != iwarp::WrOpcode::RdmaRead) return false;
-  if (sh.state == SameHost::State::Waiting && engine) same_host_finish();
-  if (sh.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
+  if (same_host.state == SameHost::State::Waiting && engine) same_host_finish();
+  if (same_host.state != SameHost::State::On || !engine || state != IBV_QPS_RTS ||
       engine->state() != iwarp::QpState::Rts || conn.peer_closed)
     return false;
   using drive::TcpReason;
@@ -351,19 +358,19 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     return false;
   };
   drive::GateFacts f;
-  f.forked = sh.forks != samehost::fork_generation();
+  f.forked = same_host.forks != samehost::fork_generation();
   f.sq_outstanding = static_cast<std::uint32_t>(engine->sq_outstanding());
   f.completions_ready = static_cast<std::uint32_t>(engine->completions_ready());
   f.tx_pending = engine->tx_pending();
   f.piped = tx.piped;
   f.framed = engine->tx_framed();
-  f.rtr_octets = sh.rtr_octets;
+  f.rtr_octets = same_host.rtr_octets;
   iovec iov[iwarp::kMaxSge + 1];
   std::size_t n = 0;
   std::uint64_t total = 0;
   if (drive::queue_idle(f)) {
     // Only now the peer's word and the WR's memory: a busy QP's posts go to TCP without them.
-    f.consumed = sh.peer->reader().consumed(sh.peer_slot);
+    f.consumed = same_host.peer->reader().consumed(same_host.outbound_slot);
     // An SGE that does not resolve: TCP reports the local error exactly (not the path's).
     if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
     f.octets = total;
@@ -413,31 +420,32 @@ const char* reach_name(samehost::PeerRegion::Reach r) {
 }
 
 void report_same_host_path(const Qp* qp) {
-  const Qp::SameHost& sh = qp->sh;
-  if (!sh.peer) return;
-  std::string path = reach_name(sh.peer->reach());
-  if (sh.tx_ring) path += ", stream in shared memory";
-  if (const std::string k = sh.maps.kinds(); !k.empty()) path += ", copies into a shared " + k;
+  const Qp::SameHost& same_host = qp->same_host;
+  if (!same_host.peer) return;
+  std::string path = reach_name(same_host.peer->reach());
+  if (same_host.tx_ring) path += ", stream in shared memory";
+  if (const std::string k = same_host.maps.kinds(); !k.empty())
+    path += ", copies into a shared " + k;
   report_path(qp, path);
 }
 
 void Qp::same_host_end(const char* why) {
-  if (sh.mine) {
+  if (same_host.inbound_open) {
     // Revokes the peer's pins through our slot and waits for one in progress to end: after
     // this, no copy touches memory this QP's connection exposed.
-    ctx()->same_host.close(sh.my_slot);
-    sh.mine = false;
+    ctx()->same_host.close(same_host.inbound_slot);
+    same_host.inbound_open = false;
   }
   // Neither ring is ours to touch now (ours goes back to the kernel once drained); a stream
   // that went through them ends with the socket (qp_ring.cpp).
-  sh.inbound = {};
-  sh.outbound = {};
-  sh.maps.clear();
-  sh.peer.reset();
+  same_host.inbound = {};
+  same_host.outbound = {};
+  same_host.maps.clear();
+  same_host.peer.reset();
   // What the connection had stays its path in `uiwarp conn show --closed`.
-  if (sh.state != SameHost::State::Off && why)
+  if (same_host.state != SameHost::State::Off && why)
     log::debug("same-host", endpoints() + ": path closed: " + why);
-  sh.state = SameHost::State::Off;
+  same_host.state = SameHost::State::Off;
 }
 
 void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept {
@@ -448,8 +456,8 @@ void same_host_wait_report(std::uint32_t qp_num, const char* text) noexcept {
     if (!s || !s->qp_path || qp_num == 0) return;
     Qp* qp = find_qp(qp_num); // its lock may be this thread's (Qp::reap): read the atomic only
     if (!qp) return;
-    const std::string path =
-        reach_name(static_cast<PeerRegion::Reach>(qp->sh.reach.load(std::memory_order_relaxed)));
+    const std::string path = reach_name(
+        static_cast<PeerRegion::Reach>(qp->same_host.reach.load(std::memory_order_relaxed)));
     qp->unref();
     s->qp_path(qp_num, text ? (path + ", " + text).c_str() : path.c_str());
   } catch (...) { // std::bad_alloc: the report is only a report
@@ -460,15 +468,15 @@ bool same_host_offer_locked(Qp* qp, iwarp::SameHostOffer* out) {
   if (!out || !enabled() || qp->engine) return false;
   const samehost::Identity self = samehost::identity();
   if (!self.error.empty()) return false;
-  if (qp->sh.mine) qp->same_host_end(nullptr); // an earlier offer for this QP
+  if (qp->same_host.inbound_open) qp->same_host_end(nullptr); // an earlier offer for this QP
   auto opened = qp->ctx()->same_host.open(qp->pd_id, qp->vqp.qp.qp_num);
   if (!opened) {
     log::debug("same-host", "no offer: " + opened.error);
     return false;
   }
-  qp->sh.mine = true;
-  qp->sh.my_slot = opened.value->slot;
-  qp->sh.inbound = opened.value->inbound;
+  qp->same_host.inbound_open = true;
+  qp->same_host.inbound_slot = opened.value->slot;
+  qp->same_host.inbound = opened.value->inbound;
   serve_grants(qp->ctx()); // the initiator asks for it as it attaches
   *out = iwarp::SameHostOffer{};
   out->boot_id = self.boot_id;

@@ -244,7 +244,7 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   const drive::Ns now = mono_ns();
   Progress* p = cq->ctx()->progress();
   for (Qp* qp : cq->qps) {
-    const bool ring = qp->sh.rx_ring.load(std::memory_order_relaxed);
+    const bool ring = qp->same_host.rx_ring.load(std::memory_order_relaxed);
     if ((qp->drv.deferred() || ring) && qp->mu.try_lock()) {
       // Octets written before the withdrawal are read now: their completions signal the channel.
       qp->drive(ring && qp->ring_unlook() ? Driver::Release : Driver::Arm, now);

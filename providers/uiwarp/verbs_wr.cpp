@@ -131,7 +131,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr, bool* copied) {
             "(uiwarpd's rfc7306 option); this connection did not");
     return EINVAL;
   }
-  if (qp->sh.state != Qp::SameHost::State::Off && qp->same_host_post(wr)) {
+  if (qp->same_host.state != Qp::SameHost::State::Off && qp->same_host_post(wr)) {
     if (copied) *copied = true;
     return 0;
   }
