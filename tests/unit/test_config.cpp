@@ -23,6 +23,16 @@ bool parse(const std::string& text, Config& cfg, std::string* err,
 }
 } // namespace
 
+TEST_CASE("MPA-020 CRC is on unless uiwarpd.conf or a policy override turns it off", "[config]") {
+  CHECK(iwarp::MpaPolicy{}.crc);
+  Config c;
+  std::string err;
+  REQUIRE(parse("ird = 4\n", c, &err)); // a file that does not name it
+  CHECK(c.mpa.crc);
+  REQUIRE(parse("crc = off\n", c, &err));
+  CHECK_FALSE(c.mpa.crc);
+}
+
 TEST_CASE("uiwarpd.conf: each key sets its policy, and the command line wins", "[config]") {
   Config c;
   std::string err;

@@ -973,7 +973,7 @@ TEST_CASE("DDP-074 an error from the sink stops the stream, nothing is delivered
   }
 }
 
-TEST_CASE("MPA-03A FpduRx offsets and FPDU boundaries follow ULPDU_Length", "[framing]") {
+TEST_CASE("MPA-03A MPA-046 FpduRx offsets and FPDU boundaries follow ULPDU_Length", "[framing]") {
   const std::vector<Bytes> ulpdus = {pattern(600, 1), pattern(3, 2)};
   Stream s = frame_all(true, true, ulpdus);
   Collector sink;

@@ -292,7 +292,7 @@ TEST_CASE("HX-019 the chosen RTR is always one both ends listed", "[mpa][hostile
   }
 }
 
-TEST_CASE("HX-020 local failure during enhanced setup: TERM 5 once in Full Operation",
+TEST_CASE("HX-020 EMPA-039 local failure during enhanced setup: TERM 5 once in Full Operation",
           "[mpa][hostile]") {
   SECTION("initiator after the Reply") {
     Link l = run(p2p(), p2p());

@@ -45,7 +45,7 @@ TEST_CASE("IM-02 Rev1 initiator vs RFC 6581 responder: unenhanced Rev1 Reply, cl
   CHECK_FALSE(l.i.result().peer_ird);
 }
 
-TEST_CASE("IM-03 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa][negotiation]") {
+TEST_CASE("IM-03 EMPA-008 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa][negotiation]") {
   MpaPolicy ip, rp;
   ip.ird = 4;
   ip.ord = 3;
@@ -75,7 +75,7 @@ TEST_CASE("IM-03 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa][negotiat
   CHECK(l.r.result().peer_ord == 3);
 }
 
-TEST_CASE("IM-04 Rev2 S=0 vs rev2: accepted, unenhanced Reply", "[mpa][negotiation]") {
+TEST_CASE("IM-04 EMPA-008 Rev2 S=0 vs rev2: accepted, unenhanced Reply", "[mpa][negotiation]") {
   MpaPolicy ip;
   ip.enhanced = false;
   Link l = run(ip, MpaPolicy{}, text("x"));
@@ -107,7 +107,7 @@ TEST_CASE("IM-05 Rev2 S=0 vs rev1-only responder: close + local error, retry Rev
   require_established(retry.r);
 }
 
-TEST_CASE("IM-06 Rev2 S=1 vs rev1-only responder: closed as malformed, retry unenhanced",
+TEST_CASE("IM-06 EMPA-009 Rev2 S=1 vs rev1-only responder: closed as malformed, retry unenhanced",
           "[mpa][negotiation]") {
   Link l = run(p2p(), rev1());
   require_failed(l.r, term::mpa_invalid_frame, "Rev 2 is not supported");
@@ -182,7 +182,7 @@ TEST_CASE("IM-10 Rev1 initiator vs RDMAC proxy Reply: non-permissive closes, per
   }
 }
 
-TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy allows",
+TEST_CASE("IM-11 C-17 enhanced Request answered unenhanced: fallback only when policy allows",
           "[mpa][negotiation]") {
   const Bytes reply = GENERATE(raw_reply(kC, 1, text("r")), raw_reply(kC, 2, text("r")));
   SECTION("accept_unenhanced_reply (default): unenhanced fallback") {
@@ -208,7 +208,7 @@ TEST_CASE("IM-11 enhanced Request answered unenhanced: fallback only when policy
   }
 }
 
-TEST_CASE("IM-12 Rev1 Request with S=1: S treated as reserved, processed unenhanced",
+TEST_CASE("IM-12 C-17 Rev1 Request with S=1: S treated as reserved, processed unenhanced",
           "[mpa][negotiation]") {
   const Bytes pd = enh(kA | 4, kCw | 4); // looks like enhanced data, but Rev 1
   MpaStartup r = responder_vs(MpaPolicy{}, raw_request(kC | kS, 1, pd));
@@ -245,7 +245,7 @@ void check_mc(bool im, bool ic, bool rm, bool rc, bool crc_on) {
 }
 } // namespace
 
-TEST_CASE("MC-01 M0 C0 vs M0 C0: no markers, CRC off", "[mpa][negotiation]") {
+TEST_CASE("MC-01 MPA-021 M0 C0 vs M0 C0: no markers, CRC off", "[mpa][negotiation]") {
   check_mc(false, false, false, false, false);
 }
 TEST_CASE("MC-02 M1 C0 vs M0 C0: markers R->I only, CRC off", "[mpa][negotiation]") {
@@ -257,7 +257,7 @@ TEST_CASE("MC-03 M0 C0 vs M1 C0: markers I->R only, CRC off", "[mpa][negotiation
 TEST_CASE("MC-04 M1 C1 vs M1 C1: markers both ways, CRC on", "[mpa][negotiation]") {
   check_mc(true, true, true, true, true);
 }
-TEST_CASE("MC-05 M0 C1 vs M0 C0: CRC on both ways", "[mpa][negotiation]") {
+TEST_CASE("MC-05 MPA-021 M0 C1 vs M0 C0: CRC on both ways", "[mpa][negotiation]") {
   // The responder's own preference is C=0, but it sees C=1 and says so in its Reply.
   Link l = run(rev1(false, true), rev1(false, false));
   require_established(l.i);
@@ -265,7 +265,7 @@ TEST_CASE("MC-05 M0 C1 vs M0 C0: CRC on both ways", "[mpa][negotiation]") {
   CHECK(l.i.result().crc);
   CHECK(l.r.result().crc);
 }
-TEST_CASE("MC-06 M0 C0 vs M0 C1: CRC on both ways", "[mpa][negotiation]") {
+TEST_CASE("MC-06 MPA-021 M0 C0 vs M0 C1: CRC on both ways", "[mpa][negotiation]") {
   check_mc(false, false, false, true, true);
 }
 TEST_CASE("MC-07 always-CRC side receives C=0: replies C=1, CRC on both ways",

@@ -91,7 +91,7 @@ TEST_CASE("RT-07 A=1 B / A=1 none: responder violated the MUST, TERM 7", "[mpa][
   require_term(i, 7);
 }
 
-TEST_CASE("RT-08 A=1 / A=0: the Reply does not echo A, TERM 7", "[mpa][p2p]") {
+TEST_CASE("RT-08 EMPA-033 A=1 / A=0: the Reply does not echo A, TERM 7", "[mpa][p2p]") {
   MpaStartup i = initiator_vs(p2p(), raw_reply(kC | kS, 2, enh(4, 4)));
   CHECK(contains(i.error().message, "A=0 does not echo the Request's A=1"));
   require_term(i, 7);
@@ -141,7 +141,8 @@ TEST_CASE("IR-01 I(IRD 4, ORD 4) vs R(IRD 8, ORD 2): IRD >= 2, ORD <= 8, peers s
   CHECK(l.r.result().peer_ord == 4);
 }
 
-TEST_CASE("IR-02 I(IRD 1, ORD 16) vs R that can only do IRD 8: ORD clamped to 8", "[mpa][p2p]") {
+TEST_CASE("IR-02 EMPA-023 EMPA-026 I(IRD 1, ORD 16) vs R that can only do IRD 8: ORD clamped to 8",
+          "[mpa][p2p]") {
   MpaPolicy ip, rp;
   ip.ird = 1;
   ip.ord = 16;
@@ -158,7 +159,7 @@ TEST_CASE("IR-02 I(IRD 1, ORD 16) vs R that can only do IRD 8: ORD clamped to 8"
   CHECK(l.i.result().ird == 1);
 }
 
-TEST_CASE("IR-03 I(IRD 2, ORD 0) with D only: responder raises IRD to 1", "[mpa][p2p]") {
+TEST_CASE("IR-03 EMPA-024 I(IRD 2, ORD 0) with D only: responder raises IRD to 1", "[mpa][p2p]") {
   MpaPolicy ip = p2p({false, false, true});
   ip.ird = 2;
   ip.ord = 0;
@@ -243,7 +244,7 @@ TEST_CASE("IR-06 responder ORD above the initiator's maximum IRD: TERM 6", "[mpa
   require_term(i, 6);
 }
 
-TEST_CASE("IR-07 responder ORD above the advertised IRD: IRD raised (RFC 6581 §9.1 MUST)",
+TEST_CASE("IR-07 EMPA-026 responder ORD above the advertised IRD: IRD raised (RFC 6581 §9.1 MUST)",
           "[mpa][p2p]") {
   // Decision: §9.1 says the initiator MUST set IRD >= responder ORD; we do while
   // max_ird allows (beyond it: IR-06). The ULP sees the peer's value too.

@@ -87,6 +87,37 @@ TEST_CASE("DDP-044 2048-octet untagged message at MULPDU 1500: MO 0 len 1482, MO
   CHECK(dst.data == src.data);
 }
 
+TEST_CASE("DDP-053 DDP-054 an untagged message is delivered at its last segment, after every "
+          "earlier message, with its length the last MO plus the last payload",
+          "[qp][send]") {
+  Dut d;
+  Buf one = reg(d.mem, 4096);
+  Buf two = reg(d.mem, 4096);
+  REQUIRE(d.qp->post_recv(recv_wr(1, {one.all()})) == PostError::None);
+  REQUIRE(d.qp->post_recv(recv_wr(2, {two.all()})) == PostError::None);
+  // Message 1 in three segments, as MPA over TCP brings them: in order.
+  d.feed(ulpdu(untagged(Opcode::Send, 1, 0, false), {}, pattern(500, 1)));
+  CHECK_FALSE(d.qp->poll()); // placed, not delivered
+  // Message 2 whole meanwhile: complete, but message 1 is not delivered yet.
+  d.feed(ulpdu(untagged(Opcode::Send, 2), {}, pattern(7, 4)));
+  CHECK_FALSE(d.qp->poll());
+  d.feed(ulpdu(untagged(Opcode::Send, 1, 500, false), {}, pattern(500, 2)));
+  CHECK_FALSE(d.qp->poll());
+  d.feed(ulpdu(untagged(Opcode::Send, 1, 1000, true), {}, pattern(24, 3)));
+  const std::optional<Completion> c1 = d.qp->poll();
+  REQUIRE(c1);
+  CHECK(c1->wr_id == 1);
+  CHECK(c1->status == WcStatus::Success);
+  CHECK(c1->byte_len == 1024);                       // MO 1000 + 24
+  const std::optional<Completion> c2 = d.qp->poll(); // then message 2, in MSN order
+  REQUIRE(c2);
+  CHECK(c2->wr_id == 2);
+  CHECK(c2->byte_len == 7);
+  CHECK_FALSE(d.qp->poll());
+  CHECK(Bytes(one.data.begin() + 500, one.data.begin() + 1000) == pattern(500, 2));
+  CHECK(Bytes(one.data.begin() + 1000, one.data.begin() + 1024) == pattern(24, 3));
+}
+
 TEST_CASE("SD-001 Send with a gather list into a scattered receive buffer", "[qp][send]") {
   const Io io = GENERATE(Io::Feed, Io::Chunks, Io::Partial);
   Pair p(initiator_cfg(), responder_cfg(), {.io = io});

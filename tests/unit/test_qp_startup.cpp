@@ -128,17 +128,19 @@ void rtr_case(RtrType t) {
 
 } // namespace
 
-TEST_CASE("RT-02 P2P Send RTR: zero-length Send QN0 MSN1, hidden, no buffer used",
+TEST_CASE("RT-02 EMPA-041 P2P Send RTR: zero-length Send QN0 MSN1, hidden, no buffer used",
           "[qp][startup]") {
   rtr_case(RtrType::Send);
 }
 
-TEST_CASE("RT-03 P2P Write RTR: zero-length RDMA Write, not validated, hidden", "[qp][startup]") {
+TEST_CASE("RT-03 EMPA-041 P2P Write RTR: zero-length RDMA Write, not validated, hidden",
+          "[qp][startup]") {
   rtr_case(RtrType::Write);
 }
 
-TEST_CASE("RT-04 P2P Read RTR: zero-length Read Request answered by a zero-length Response",
-          "[qp][startup]") {
+TEST_CASE(
+    "RT-04 EMPA-041 P2P Read RTR: zero-length Read Request answered by a zero-length Response",
+    "[qp][startup]") {
   rtr_case(RtrType::Read);
 }
 

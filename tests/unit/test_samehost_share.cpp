@@ -274,7 +274,7 @@ TEST_CASE("samehost: re-registration at one index with a new key: the old STag f
   CHECK(t.pub.drained(next));
 }
 
-TEST_CASE("samehost: no copy runs after drained, with pins racing every invalidation",
+TEST_CASE("HX-103 samehost: no copy runs after drained, with pins racing every invalidation",
           "[samehost]") {
   Table t({4, 2});
   const std::uint32_t slot = t.open();
