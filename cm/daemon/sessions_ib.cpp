@@ -50,11 +50,11 @@ void Sessions::ib_request(SockId sock, Session& s, Clock::time_point now) {
     return;
   }
   s.ib_req = *req;
-  auto w = std::find_if(ib_waits_.begin(), ib_waits_.end(),
-                        [&](const IbWait& w) { return ib_names(s, w); });
-  if (w != ib_waits_.end()) {
-    const IbWait found = *w;
-    ib_waits_.erase(w);
+  auto it = std::find_if(ib_waits_.begin(), ib_waits_.end(),
+                         [&](const IbWait& w) { return ib_names(s, w); });
+  if (it != ib_waits_.end()) {
+    const IbWait found = *it;
+    ib_waits_.erase(it);
     ib_accept(sock, s, found, now);
     return;
   }

@@ -231,11 +231,11 @@ namespace {
 int modify_qp_locked(Qp* qp, ibv_qp_attr* attr, int mask) {
   std::lock_guard lock(qp->mu);
   if ((mask & IBV_QP_CUR_STATE) && attr->cur_qp_state != qp->state) return EINVAL;
-  const bool to = mask & IBV_QP_STATE;
+  const bool moves = mask & IBV_QP_STATE;
   // IB-style connect: RTR names the peer, RTS brings the send side's IB attributes.
-  const bool ib_rtr_call = to && attr->qp_state == IBV_QPS_RTR &&
+  const bool ib_rtr_call = moves && attr->qp_state == IBV_QPS_RTR &&
                            (mask & (IBV_QP_AV | IBV_QP_DEST_QPN)) && qp->state == IBV_QPS_INIT;
-  const bool ib_rts_call = to && attr->qp_state == IBV_QPS_RTS && qp->ib.path &&
+  const bool ib_rts_call = moves && attr->qp_state == IBV_QPS_RTS && qp->ib.path &&
                            !(mask & (IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_ALT_PATH));
   if (ib_rtr_call) {
     if (int err = ib_rtr(qp, *attr, mask)) return err; // every uiwarp QP is RC
