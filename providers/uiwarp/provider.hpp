@@ -298,6 +298,7 @@ struct Qp {
     // ibv_req_notify_cq reads it without (ring_unlook).
     std::atomic<bool> rx_ring{false};
     bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
+    bool rx_reset = false;    // ...by a reset (or loss), not a FIN
     bool ring_back = false;   // the peer waits for room in `inbound`: ring it
     std::uint64_t rx_tcp = 0; // stream octets that came over TCP
     // Copies into the peer's regions that lie in memory both processes map (samehost/mapping.hpp),

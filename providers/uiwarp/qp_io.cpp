@@ -195,7 +195,13 @@ bool Qp::pull_rx(Driver who, std::size_t budget, drive::Ns now) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN) {
-        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
+        // RST or loss (RFC 5044 §8 code 1); a peer that switched to the ring wrote there
+        // before it: read it first (pull_ring).
+        if (ring_rx_ready()) {
+          same_host.rx_eof = same_host.rx_reset = true;
+          return pull_ring(who, budget, now) || got_any;
+        }
+        engine->on_peer_closed(false);
         conn.peer_closed = true;
       }
       break;
@@ -330,9 +336,18 @@ void Qp::flush_completion(const iwarp::SendWr& w) {
 }
 
 void Qp::detach() {
+  const bool doorbells = same_host.rx_ring.load(std::memory_order_relaxed);
   same_host_end(nullptr);
   if (conn.fd >= 0) {
     if (Progress* p = ctx()->progress()) p->remove(this);
+    // Doorbells of the ring left unread would make the close a reset (RFC 793 §3.5, Linux's
+    // tcp_close), which ends the peer's side before it has read what we wrote last: they
+    // carry nothing, so they go first and the close is a FIN.
+    if (doorbells) {
+      char buf[256];
+      while (::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+      }
+    }
     ::close(conn.fd);
   }
   conn.fd = -1;

@@ -16,8 +16,10 @@
 //     rings when no poll of the reader looked at the ring within samehost::kLookFreshNs (the
 //     reader's progress thread looks by the last look + kLookNs: drive.hpp's ring_look); a
 //     reader rings a writer that waits for room.
-//   the end: TCP still says it (FIN, RST), read by the progress thread; after a FIN, what the
-//     ring holds is processed first, as the octets before a FIN are.
+//   the end: TCP still says it (FIN, RST), read by the progress thread; after either, what the
+//     ring holds is processed first, as the octets before a FIN are: the peer wrote them before
+//     it closed (a close with doorbells unread is a reset, which a closing end avoids by reading
+//     them first: detach).
 #include "iwarp/dma.hpp"
 #include "provider.hpp"
 #include "uiwarp/env.hpp"
@@ -198,16 +200,18 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
       } else if (errno == EINTR) {
         continue;
       } else if (errno != EAGAIN) {
-        engine->on_peer_closed(false); // RST or loss (RFC 5044 §8 code 1)
-        conn.peer_closed = true;
-        return true;
+        // RST or loss (RFC 5044 §8 code 1). What the peer wrote into the ring it wrote before
+        // that: read it first, as after a FIN (a program that exits with doorbells unread
+        // resets the connection its last message went through).
+        same_host.rx_eof = same_host.rx_reset = true;
+        got_any = true;
       }
       break;
     }
   }
   if (!same_host.inbound) { // the path ended here: only the socket's end matters now
     if (same_host.rx_eof) {
-      engine->on_peer_closed(true);
+      engine->on_peer_closed(!same_host.rx_reset);
       conn.peer_closed = true;
     }
     return got_any;
@@ -247,7 +251,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
     // What was posted before the close was seen leaves as it would into a socket whose peer
     // sent its FIN (TCP takes it, then the peer's close drops it): it completes, not flushed.
     if (same_host.tx_ring) ring_discard();
-    engine->on_peer_closed(true);
+    engine->on_peer_closed(!same_host.rx_reset); // a reset stays one (RFC 5044 §8 code 1)
     conn.peer_closed = true;
   }
   if (drv.on_held(engine->rx_held(), now)) report_recv_wait();

@@ -284,7 +284,7 @@ void Qp::same_host_attach(const iwarp::ConnParams& p) {
   same_host.rtr_octets = 0;
   same_host.outbound = {}; // inbound is the offer's, made before (same_host_offer_locked)
   same_host.peer_on = same_host.tx_ring = same_host.tx_closed = same_host.rx_ring =
-      same_host.rx_eof = same_host.ring_back = false;
+      same_host.rx_eof = same_host.rx_reset = same_host.ring_back = false;
   same_host.rx_tcp = 0;
   if (!p.same_host) {
     if (same_host.inbound_open)
