@@ -405,6 +405,10 @@ struct Qp {
   // counts them.
   std::size_t tcp_stream_octets(std::size_t got);
   void doorbell();
+  // Reads the doorbells the socket holds, which carry nothing, up to its end: what ended it
+  // (None: only doorbells so far). True in `got` if it read anything or the end.
+  enum class SocketEnd : std::uint8_t { None, Fin, Reset };
+  SocketEnd read_doorbells(bool& got);
   // The peer wrote an impossible ring position: the connection ends as a TCP reset would.
   void ring_broken(const char* what);
   // After I/O: completions, close handling, events to the CM; the async events of a QP that

@@ -344,9 +344,8 @@ void Qp::detach() {
     // tcp_close), which ends the peer's side before it has read what we wrote last: they
     // carry nothing, so they go first and the close is a FIN.
     if (doorbells) {
-      char buf[256];
-      while (::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-      }
+      bool got = false;
+      read_doorbells(got);
     }
     ::close(conn.fd);
   }

@@ -130,6 +130,21 @@ void Qp::push_ring() {
   if (wrote && same_host.outbound.needs_doorbell(mono_ns())) doorbell();
 }
 
+Qp::SocketEnd Qp::read_doorbells(bool& got) {
+  char buf[256];
+  for (;;) {
+    const ssize_t n = ::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      got = true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return SocketEnd::None;
+    got = true;
+    return n == 0 ? SocketEnd::Fin : SocketEnd::Reset; // RST or loss (RFC 5044 §8 code 1)
+  }
+}
+
 void Qp::doorbell() {
   const char one = 0;
   // Full (EAGAIN): the peer has doorbells to read already. Any other failure: the connection
@@ -187,26 +202,12 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
   // The socket: doorbells, or the end. Not by a poller (a look must cost no system call: the
   // progress thread watches the socket) nor while a Send waits for a buffer (as over TCP).
   if (who != Driver::Poll && !same_host.rx_eof && !engine->rx_held()) {
-    char buf[256];
-    for (;;) {
-      const ssize_t n = ::recv(conn.fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (n > 0) {
-        got_any = true;
-        continue;
-      }
-      if (n == 0) {
-        same_host.rx_eof = true;
-        got_any = true;
-      } else if (errno == EINTR) {
-        continue;
-      } else if (errno != EAGAIN) {
-        // RST or loss (RFC 5044 §8 code 1). What the peer wrote into the ring it wrote before
-        // that: read it first, as after a FIN (a program that exits with doorbells unread
-        // resets the connection its last message went through).
-        same_host.rx_eof = same_host.rx_reset = true;
-        got_any = true;
-      }
-      break;
+    // A reset too: what the peer wrote into the ring it wrote before that, so the ring is read
+    // first, as after a FIN (a program that exits with doorbells unread resets the connection
+    // its last message went through).
+    if (const SocketEnd end = read_doorbells(got_any); end != SocketEnd::None) {
+      same_host.rx_eof = true;
+      same_host.rx_reset = end == SocketEnd::Reset;
     }
   }
   if (!same_host.inbound) { // the path ended here: only the socket's end matters now

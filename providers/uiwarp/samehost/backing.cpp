@@ -76,12 +76,12 @@ int descriptor_of(dev_t dev, std::uint64_t ino) {
   return found;
 }
 
+} // namespace
+
 std::uint64_t ipc_namespace() {
   struct stat st {};
   return ::stat("/proc/self/ns/ipc", &st) == 0 ? st.st_ino : 0;
 }
-
-} // namespace
 
 std::optional<MapsLine> parse_maps_line(std::string_view s) {
   // "start-end perms offset major:minor inode   path"

@@ -30,6 +30,10 @@ namespace uiwarp::samehost {
 // message.
 Backing find_backing(const void* addr, std::size_t len);
 
+// The inode of this process's IPC namespace (a shmid names a segment in that one only), 0 if
+// it cannot be read.
+std::uint64_t ipc_namespace();
+
 // One line of /proc/PID/maps.
 struct MapsLine {
   std::uint64_t start = 0, end = 0, offset = 0;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 #include "mapping.hpp"
 
+#include "backing.hpp" // ipc_namespace
 #include "iwarp/dma.hpp"
 #include "shared_region.hpp" // fork_generation, made_here
 
@@ -46,8 +47,7 @@ Made map_memfd(pid_t pid, const Backing& b) {
 
 // A SysV segment, attached in this IPC namespace only if it is the target's.
 Made map_sysv(const Backing& b) {
-  struct stat ns {};
-  if (::stat("/proc/self/ns/ipc", &ns) != 0 || ns.st_ino != b.dev) return {};
+  if (b.dev == 0 || ipc_namespace() != b.dev) return {};
   const auto id = static_cast<int>(b.id);
   shmid_ds ds{};
   if (static_cast<std::uint64_t>(id) != b.id || ::shmctl(id, IPC_STAT, &ds) != 0 ||
