@@ -109,7 +109,7 @@ void Qp::push_tx(bool retry_full) {
   }
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
   // now and then (Qp::drive), not by every post or poll: that would be a failing system
-  // call each. A full ring is retried when the peer rings back, or by the pollers.
+  // call each. A full ring is retried by every drive (QpDrive::set_ring_tx).
   if (conn.want_write && !retry_full) return;
   if (ring_tx_ready()) return push_ring();
   iovec iov[kMaxIov];

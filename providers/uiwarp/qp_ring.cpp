@@ -58,6 +58,7 @@ bool Qp::ring_tx_ready() {
   r.unpin(same_host.outbound_slot);
   if (!ours) return false;
   same_host.tx_ring = true;
+  drv.set_ring_tx();
   report_same_host_path(this);
   return true;
 }

@@ -168,8 +168,10 @@ void QpDrive::on_read(Driver who, bool got, Ns now) {
 // A full socket is the progress thread's to retry (on EPOLLOUT), and a poller's only where
 // there is no progress thread, or where the QP is parked: then its pollers retry every
 // kFullRetryNs and the progress thread leaves EPOLLOUT unwatched, so a program that streams
-// and spins does not keep a third thread waking for each EPOLLOUT.
+// and spins does not keep a third thread waking for each EPOLLOUT. A full stream ring is
+// anyone's to retry (set_ring_tx).
 bool QpDrive::retry_full(Driver who, bool want_write, bool has_progress, Ns now) const {
+  if (ring_tx_) return true;
   switch (who) {
   case Driver::Progress:
   case Driver::Writable: return true;
@@ -289,6 +291,7 @@ void QpDrive::reset_connection() {
   held_since_.store(0, std::memory_order_relaxed);
   poll_streak_ = 0;
   ring_.store(false, std::memory_order_relaxed);
+  ring_tx_ = false;
   ring_looked_ = ring_checked_ = 0;
 }
 
