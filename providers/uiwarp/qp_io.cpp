@@ -253,7 +253,12 @@ void Qp::after_io() {
   // The same-host peer copies past what we sent only once we have processed it.
   if (same_host.inbound_open)
     ctx()->same_host.set_consumed(same_host.inbound_slot, engine->rx_ended());
-  if (s != iwarp::QpState::Rts && same_host.inbound_open) same_host_end("the connection ended");
+  // Our own close (Closing, then Closed) ends our sending only: until the peer's end, what it
+  // wrote into our ring is read and its Writes are placed, as over TCP (RFC 5040 §6.2.1), and
+  // what we posted before the close still goes through its ring.
+  const bool over =
+      s == iwarp::QpState::Error || s == iwarp::QpState::Terminate || conn.peer_closed;
+  if (over && same_host.inbound_open) same_host_end("the connection ended");
   bool entered_err = false;
   if (s == iwarp::QpState::Error || s == iwarp::QpState::Terminate) {
     if (state != IBV_QPS_ERR && state != IBV_QPS_RESET) {

@@ -80,3 +80,28 @@ TEST_CASE("a poll returns the last completions before a close apart from the flu
     }
   CHECK(flushed == 3);
 }
+
+TEST_CASE("Sends that reached a QP before its own close are received as over TCP", "[datapath]") {
+  // A graceful close (rdma_disconnect: RDMAP's Closing, RFC 5040 §6.2.1) ends this end's
+  // sending, not its receiving: what the peer sent before it saw the FIN is still placed into
+  // the receives posted for it. On the same-host path those Sends wait in this end's stream
+  // ring. A poll a moment before spares the writer its doorbell (stream_ring.hpp), so they are
+  // unread there when the close comes; the close dropped the ring with them once, and the
+  // receives waited for a flush.
+  ConnectedPair p;
+  constexpr std::uint64_t kSends = 4;
+  for (std::uint64_t i = 0; i < kSends; ++i)
+    REQUIRE(p.client.post_recv(10 + i, 64 * i, 64) == 0);
+  ibv_wc wc[8];
+  REQUIRE(ibv_poll_cq(p.client.rcq, 8, wc) == 0); // the client looks at its ring...
+  for (std::uint64_t i = 0; i < kSends; ++i)
+    REQUIRE(p.server.post(IBV_WR_SEND, 1 + i, 64 * i, 64) == 0);
+  REQUIRE(poll_n(p.server.scq, kSends).size() == kSends); // ...the Sends have left...
+  REQUIRE(rdma_disconnect(p.client.id) == 0);             // ...and it closes before a look
+  const auto got = poll_n(p.client.rcq, kSends, 10000);
+  REQUIRE(got.size() == kSends);
+  for (std::uint64_t i = 0; i < kSends; ++i) {
+    CHECK(got[i].wr_id == 10 + i);
+    CHECK(got[i].byte_len == 64);
+  }
+}
