@@ -25,12 +25,11 @@ check "... which exits after 1 s without a client (idle-exit-s = 1)" gone_within
 p=$(free_port)
 timeout 60 "$RUN" sh -c "sleep 3; exec rping -s -a 127.0.0.1 -p $p -C 5" >"$T/server" 2>&1 &
 spid=$!
-sleep 2.2
-check "the daemon started for a program that has not used it yet is gone" test -z "$(dpid)"
+check "the daemon started for a program that has not used it yet is gone" gone_within 3
 wait_listen "$p"
 check "rping -s listens: its shim started uiwarpd again" test -n "$(dpid)"
 held=$(dpid)
-sleep 2.5
+sleep 2.5 # twice idle-exit-s: time in which an idle daemon would have gone
 expect_eq "a daemon with a listening program does not exit" "$held" "$(dpid)"
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 5 -v >"$T/client" 2>&1
 crc=$(rping_exit $? "$T/client")

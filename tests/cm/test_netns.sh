@@ -76,7 +76,9 @@ spid=$!
 wait_listen -n "$B" 7003
 ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7003 -C 100000 -S 65535 >"$T/kill.client" 2>&1 &
 cpid=$!
-sleep 2
+# Mid-transfer: once the server has verified a few pings.
+check "the transfer is under way" eventually 30 \
+  sh -c "test \$(grep -c 'ping data' '$T/kill.server') -ge 10"
 kill -9 $cpid
 wait $spid
 src=$?
@@ -91,8 +93,10 @@ timeout 30 ip netns exec "$A" "$RUN" rping -c -a 10.99.99.99 -p 7007 -C 1 >"$T/n
 check "no route: rping fails and the cause is named" grep -q "no route to 10.99.99.99" "$T/noroute"
 # Link changes reach uiwarpd (rtnetlink multicast) and show in `uiwarp status`.
 ip -n "$B" link set "$DEV_B" down
-sleep 1
-ip netns exec "$B" "$UIWARP" status >"$T/status-b" 2>&1
-check "uiwarpd saw the link go down" grep -q "^  link $DEV_B down" "$T/status-b"
+link_down_seen() {
+  ip netns exec "$B" "$UIWARP" status >"$T/status-b" 2>&1
+  grep -q "^  link $DEV_B down" "$T/status-b"
+}
+check "uiwarpd saw the link go down" eventually 5 link_down_seen
 check "uiwarp status shows it down" grep -q "^  $DEV_B down $IP_B" "$T/status-b"
 finish

@@ -17,7 +17,7 @@ bws=$!
 wait_listen "$q"
 timeout 60 "$RUN" ib_write_bw -R -p "$q" -D 4 127.0.0.1 >"$T/bw.client" 2>&1 &
 bwc=$!
-sleep 1.5
+check "the transfer is under way" wait_conns "$UIWARP" 2
 for round in 1 2; do
   before=$(dpid)
   kill -9 "$before"

@@ -16,7 +16,7 @@ spid=$!
 wait_listen "$p"
 timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 1000000 -S 65535 >"$T/client" 2>&1 &
 cpid=$!
-sleep 2
+check "conn show lists both ends in use" wait_conns "$UIWARP" 2
 "$UIWARP" status >"$T/status" 2>&1
 "$UIWARP" conn show >"$T/conn" 2>&1
 "$UIWARP" -j status >"$T/status.json" 2>&1
