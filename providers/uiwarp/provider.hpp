@@ -300,6 +300,7 @@ struct Qp {
     bool rx_eof = false;      // TCP ended after the switch: the close once the ring is read
     bool rx_reset = false;    // ...by a reset (or loss), not a FIN
     bool ring_back = false;   // the peer waits for room in `inbound`: ring it
+    bool rung = false;        // this drive read doorbells: a full `outbound` is retried
     std::uint64_t rx_tcp = 0; // stream octets that came over TCP
     // Copies into the peer's regions that lie in memory both processes map (samehost/mapping.hpp),
     // and the BackingKinds `uiwarp conn show` has been told of (bit 1 << kind).

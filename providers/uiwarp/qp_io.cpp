@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <utility>
 
 namespace uiwarp {
 
@@ -68,6 +69,8 @@ void Qp::drive(Driver who, drive::Ns now) {
   case Driver::Writable:
   case Driver::Arm: break;
   }
+  if (std::exchange(same_host.rung, false))
+    retry_full = drv.retry_full(who, conn.want_write, has_progress, now, true);
   if (engine->inbound_reads_queued()) {
     drv.on_reads_queued(now);
     ctx()->reads_ns.store(now, std::memory_order_relaxed);
@@ -109,7 +112,7 @@ void Qp::push_tx(bool retry_full) {
   }
   // A full socket is retried by the progress thread on EPOLLOUT, or by a parked QP's pollers
   // now and then (Qp::drive), not by every post or poll: that would be a failing system
-  // call each. A full ring is retried by every drive (QpDrive::set_ring_tx).
+  // call each. A full ring is retried when the peer rings back, by the drive that read it.
   if (conn.want_write && !retry_full) return;
   if (ring_tx_ready()) return push_ring();
   iovec iov[kMaxIov];

@@ -58,7 +58,6 @@ bool Qp::ring_tx_ready() {
   r.unpin(same_host.outbound_slot);
   if (!ours) return false;
   same_host.tx_ring = true;
-  drv.set_ring_tx();
   report_same_host_path(this);
   return true;
 }
@@ -210,6 +209,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
       same_host.rx_eof = true;
       same_host.rx_reset = end == SocketEnd::Reset;
     }
+    same_host.rung = got_any; // the peer's ring-back may be among them (Qp::drive retries)
   }
   if (!same_host.inbound) { // the path ended here: only the socket's end matters now
     if (same_host.rx_eof) {

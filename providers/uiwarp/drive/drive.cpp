@@ -169,9 +169,9 @@ void QpDrive::on_read(Driver who, bool got, Ns now) {
 // there is no progress thread, or where the QP is parked: then its pollers retry every
 // kFullRetryNs and the progress thread leaves EPOLLOUT unwatched, so a program that streams
 // and spins does not keep a third thread waking for each EPOLLOUT. A full stream ring is
-// anyone's to retry (set_ring_tx).
-bool QpDrive::retry_full(Driver who, bool want_write, bool has_progress, Ns now) const {
-  if (ring_tx_) return true;
+// retried by the drive that read the peer's doorbells (`rung`).
+bool QpDrive::retry_full(Driver who, bool want_write, bool has_progress, Ns now, bool rung) const {
+  if (rung) return true;
   switch (who) {
   case Driver::Progress:
   case Driver::Writable: return true;
@@ -291,7 +291,6 @@ void QpDrive::reset_connection() {
   held_since_.store(0, std::memory_order_relaxed);
   poll_streak_ = 0;
   ring_.store(false, std::memory_order_relaxed);
-  ring_tx_ = false;
   ring_looked_ = ring_checked_ = 0;
 }
 

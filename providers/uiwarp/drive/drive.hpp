@@ -152,8 +152,12 @@ public:
            now < quiet_until_.load(std::memory_order_relaxed) && !deferred();
   }
   // Whether a drive by `who` retries a socket found full (else the progress thread waits for
-  // EPOLLOUT: not a failing sendmsg per poll), or a full stream ring (set_ring_tx): always.
-  bool retry_full(Driver who, bool want_write, bool has_progress, Ns now) const;
+  // EPOLLOUT: not a failing sendmsg per poll). `rung`: the drive read doorbells of the peer's
+  // stream ring, among which may be its ring-back for our full ring in its table; whichever
+  // drive read it retries (a Release drive of a program that arms its CQ, say), else nothing
+  // rings again. Not every poll: each retry of a full ring asks the peer to ring back once
+  // more, a system call at its end.
+  bool retry_full(Driver who, bool want_write, bool has_progress, Ns now, bool rung = false) const;
   void on_full(Driver who, Ns now); // a drive by `who` left the socket full
   void on_reads_queued(Ns now) { reads_ns_.store(now, std::memory_order_relaxed); }
   Ns reads_at() const { return reads_ns_.load(std::memory_order_relaxed); }
@@ -182,10 +186,6 @@ public:
   // From now on the QP reads a ring (no poll skips it: a look costs no system call).
   void set_ring() { ring_.store(true, std::memory_order_relaxed); }
   bool ring() const { return ring_.load(std::memory_order_relaxed); }
-  // From now on the QP writes the peer's ring: a full ring costs no system call to retry, and
-  // the peer's ring-back is a doorbell that whichever drive reads the socket next takes (a
-  // Release drive of a program that arms its CQ, say), so every drive retries it.
-  void set_ring_tx() { ring_tx_ = true; }
   // A poll looked at the ring at `now`: the peer may write without a doorbell until
   // kRingLookNs later, so the progress thread looks then unless another poll did (poll_at).
   void on_ring_look(Ns now) { ring_looked_ = now; }
@@ -250,7 +250,6 @@ private:
   std::atomic<bool> parked_{false};
   // the stream ring
   std::atomic<bool> ring_{false};
-  bool ring_tx_ = false;
   Ns ring_looked_ = 0, ring_checked_ = 0;
   // held Sends
   std::atomic<Ns> held_since_{0};
