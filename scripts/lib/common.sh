@@ -112,19 +112,6 @@ wait_listed() {
   LISTED_MS=$((($(date +%s%N) - t0) / 1000000))
   return 1
 }
-# wait_conns CLI N [SECONDS]: waits (default 30 s at most) until `CLI conn show` lists N
-# connections, each with its path named (which it is once the connection is in use); 1 if it
-# never did.
-wait_conns() {
-  local cli=$1 n=$2 secs=${3:-30} i out
-  for ((i = 0; i < secs * 50; i++)); do
-    out=$("$cli" conn show 2>/dev/null)
-    [[ $(head -n 1 <<<"$out") == "connections: $n" ]] && (($(grep -c '; path ' <<<"$out") == n)) &&
-      return 0
-    sleep 0.02
-  done
-  return 1
-}
 # eventually SECONDS CMD...: runs CMD every 20 ms until it succeeds, at most SECONDS; 1 if it
 # never did. For a state that follows an action a moment later (a link change reaching uiwarpd).
 eventually() {
@@ -136,6 +123,15 @@ eventually() {
   done
   return 1
 }
+# conns_listed CLI N: `CLI conn show` lists N connections, each with its path named (which it
+# is once the connection is in use).
+conns_listed() {
+  local out
+  out=$("$1" conn show 2>/dev/null)
+  [[ $(head -n 1 <<<"$out") == "connections: $2" ]] && (($(grep -c '; path ' <<<"$out") == $2))
+}
+# wait_conns CLI N [SECONDS]: waits (default 30 s at most) until conns_listed CLI N; 1 if never.
+wait_conns() { eventually "${3:-30}" conns_listed "$1" "$2"; }
 # dpid [NETNS_INODE]: the pid of the uiwarpd serving UIWARP_STATE_DIR (its daemon for the
 # network namespace of that inode, if given), or nothing.
 dpid() { pgrep -f "uiwarpd --socket ${UIWARP_STATE_DIR%/}/${1:+netns-$1/}" | head -n 1; }

@@ -8,14 +8,8 @@
 source "$(dirname "$0")/lib.sh"
 printf 'idle-exit-s = 1\n' >"$T/uiwarpd.conf"
 export UIWARPD_CONFIG=$T/uiwarpd.conf
-gone_within() { # SECONDS: no uiwarpd of this test's state directory left
-  local i
-  for ((i = 0; i < $1 * 10; i++)); do
-    [[ -z $(dpid) ]] && return 0
-    sleep 0.1
-  done
-  return 1
-}
+gone() { [[ -z $(dpid) ]]; } # no uiwarpd of this test's state directory left
+gone_within() { eventually "$1" gone; }
 
 "$RUN" true
 check "uiwarp-run started a uiwarpd" test -n "$(dpid)"
