@@ -7,6 +7,7 @@
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
+#include <string>
 #include <sys/shm.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
