@@ -136,36 +136,6 @@ TEST_CASE("samehost ring: a full ring takes what fits, and the reader rings back
   CHECK_FALSE(rung); // nobody asked
 }
 
-TEST_CASE("samehost ring: a writer that sees room again takes back its request", "[samehost]") {
-  Table t;
-  RingReader r = t.reader(1);
-  RingWriter w = t.writer(1);
-  Word& head = ring_header(t.base(), t.layout, 1)->head;
-  const auto a = pattern(kRingData, 5);
-  constexpr std::size_t k8 = kRingData / 8;
-  CHECK(w.write(std::vector<Bytes>{a}) == kRingData);
-  CHECK(w.wait_for_room());
-  CHECK_FALSE(w.room_again(1)); // nothing read yet
-  std::span<const std::byte> s[2];
-  REQUIRE(r.peek(s));
-  CHECK(r.consume(k8)); // the request was there: the reader rings
-  CHECK(w.write(std::vector<Bytes>{Bytes(a).first(k8)}) == k8);
-  CHECK(w.wait_for_room()); // full again: a new request
-  // The reader consumes, the writer looks between the reader's store of head and its look at
-  // the request (the stores are consume()'s): less than the writer wants leaves it standing...
-  head.store(2 * k8);
-  CHECK_FALSE(w.room_again(kRingData / 4));
-  // ...enough takes it back, and the reader has nobody to ring.
-  head.store(5 * k8);
-  CHECK(w.room_again(kRingData / 4));
-  CHECK_FALSE(r.consume(4 * k8));
-  // An impossible head is room as far as the look goes: the write says what it is.
-  head.store(kRingData * 3);
-  CHECK(w.room_again(kRingData));
-  CHECK(w.write(std::vector<Bytes>{a}) == 0);
-  CHECK(w.broken());
-}
-
 TEST_CASE("samehost ring: the writer rings unless a poll looked recently", "[samehost]") {
   Table t;
   RingReader r = t.reader(0);

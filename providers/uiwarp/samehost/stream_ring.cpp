@@ -126,12 +126,4 @@ bool RingWriter::wait_for_room() {
   return true;
 }
 
-bool RingWriter::room_again(std::size_t want) {
-  const std::uint64_t head = h_->head.load(std::memory_order_acquire);
-  if (head > tail_ || tail_ - head > kRingData) return true; // write() finds it broken
-  if (kRingData - (tail_ - head) < want) return false;
-  h_->waits.store(0, std::memory_order_relaxed); // a reader that read 1 already rings anyway
-  return true;
-}
-
 } // namespace uiwarp::samehost

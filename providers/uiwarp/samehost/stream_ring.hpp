@@ -118,11 +118,6 @@ public:
   // The ring was full: asks the reader to ring back once it consumed. False if room came
   // meanwhile (write again now).
   bool wait_for_room();
-  // After wait_for_room, a look by a thread of ours (one load of the reader's head): true if
-  // `want` octets are free again (or the head is impossible: write() says so). The request is
-  // withdrawn then, so that a reader that has not yet seen it spares its doorbell; the next
-  // write makes a new one if the ring fills again.
-  bool room_again(std::size_t want);
   // The reader's head was impossible (ahead of tail, or behind it by more than the ring): a
   // broken or hostile peer.
   bool broken() const { return broken_; }
