@@ -2,9 +2,8 @@
 //
 // The same-host stream ring (providers/uiwarp/samehost/stream_ring.hpp) on heap memory, with
 // threads standing in for the two processes: where each slot's ring lies, octets in order
-// across the ring's end, what the FPDUs in the ring leave out (their CRC), a full ring and its
-// ring-back, the doorbell rule, a writer and a reader racing over megabytes, and the words a
-// hostile peer can write (an impossible tail or head).
+// across the ring's end, a full ring and its ring-back, the doorbell rule, a writer and a reader
+// racing over megabytes, and the words a hostile peer can write (an impossible tail or head).
 #include "catch_compat.hpp"
 #include "samehost/stag_share.hpp"
 #include "samehost/stream_ring.hpp"
@@ -94,29 +93,6 @@ TEST_CASE("samehost ring: octets arrive in order across the ring's end", "[sameh
   want.insert(want.end(), c.begin(), c.end());
   CHECK(got == want);
   CHECK(w.written() == kRingData / 4 * 3 + kRingData);
-}
-
-TEST_CASE("samehost ring: FPDUs without CRC only toward a reader that reads them", "[samehost]") {
-  Table t;
-  RingReader r = t.reader(0);
-  RingWriter w = t.writer(0);
-  CHECK(w.start(0) == kRingNoCrc); // this version's reader reads them
-  CHECK(r.start() == 1);
-  CHECK(r.framing() == kRingNoCrc);
-  // A reader of a version that knows none (its `reads` word stays zero, as the memfd made it):
-  // the FPDUs keep their CRC, and the reader of the next connection in the slot is told so.
-  RingReader old = t.reader(1);
-  ring_header(t.base(), t.layout, 1)->reads.store(0);
-  CHECK(t.writer(1).start(7) == 0);
-  CHECK(old.framing() == 0);
-  // The slot's reopening clears what the last writer said; bits neither end knows are dropped.
-  ring_header(t.base(), t.layout, 1)->framing.store(~std::uint64_t{0});
-  CHECK(old.framing() == kRingFraming);
-  RingReader again = t.reader(1);
-  CHECK(again.start() == 0);
-  CHECK(again.framing() == 0);
-  ring_header(t.base(), t.layout, 1)->reads.store(~std::uint64_t{0});
-  CHECK(t.writer(1).start(9) == kRingFraming);
 }
 
 TEST_CASE("samehost ring: a full ring takes what fits, and the reader rings back", "[samehost]") {
