@@ -182,13 +182,13 @@ void Sessions::connect_reply(Session& s, int status, const std::string& reason) 
   if (s.mpa && (s.mpa->state() == iwarp::MpaState::Rejected ||
                 s.mpa->state() == iwarp::MpaState::Established)) {
     r.private_data = to_u8(s.mpa->result().peer_private_data);
-    r.params = params(s, iwarp::MpaRole::Initiator);
+    r.params = params(s);
   }
   actions_.push_back(ToClient{s.client, std::move(r)});
 }
 
-iwarp::ConnParams Sessions::params(const Session& s, iwarp::MpaRole role) {
-  iwarp::ConnParams p = iwarp::conn_params(s.mpa->result(), role, s.policy);
+iwarp::ConnParams Sessions::params(const Session& s) {
+  iwarp::ConnParams p = s.mpa->result().conn;
   p.peer_off_host = !s.peer_on_host;
   return p;
 }
@@ -365,13 +365,13 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
       r.id = s.id;
       r.src = s.local;
       r.dst = s.peer;
-      r.params = params(s, iwarp::MpaRole::Responder);
+      r.params = params(s);
       hand_over(sock, s, std::move(r), now);
       return;
     }
     proto::AcceptReply r;
     r.token = s.token;
-    r.params = params(s, iwarp::MpaRole::Responder);
+    r.params = params(s);
     r.src = s.local;
     r.dst = s.peer;
     hand_over(sock, s, std::move(r), now);
@@ -392,7 +392,7 @@ void Sessions::established(SockId sock, Session& s, Clock::time_point now) {
   r.src = s.local;
   r.dst = s.peer;
   r.private_data = to_u8(s.mpa->result().peer_private_data);
-  r.params = params(s, iwarp::MpaRole::Initiator);
+  r.params = params(s);
   hand_over(sock, s, std::move(r), now);
 }
 

@@ -247,7 +247,7 @@ private:
   void ib_refuse(SockId sock, Session& s, const std::string& why, Clock::time_point now);
   void established(SockId sock, Session& s, Clock::time_point now);
   // What the session's exchange negotiated, for the client, with uiwarpd's own word on the peer.
-  static iwarp::ConnParams params(const Session& s, iwarp::MpaRole role);
+  static iwarp::ConnParams params(const Session& s);
   void hand_over(SockId sock, Session& s, proto::Message reply, Clock::time_point now);
   void connect_reply(Session& s, int status, const std::string& reason);
   void fail(SockId sock, Session& s, int status, const std::string& why, Clock::time_point now,

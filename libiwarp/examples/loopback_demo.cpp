@@ -214,22 +214,22 @@ int run() {
   }
   if (ini.mpa.state() != MpaState::Established || rsp.mpa.state() != MpaState::Established)
     throw std::runtime_error("MPA startup did not complete");
-  const MpaResult& r = ini.mpa.result();
+  const ConnParams& r = ini.mpa.result().conn;
   std::printf("negotiated: DDP/RDMAP version %u, CRC %s, markers %s/%s, P2P %s, IRD %u ORD %u\n",
               r.version, r.crc ? "on" : "off", r.markers_tx ? "on" : "off",
               r.markers_rx ? "on" : "off", r.p2p ? "on" : "off", r.ird, r.ord);
   std::printf("responder got private data \"%s\", initiator got \"%s\"\n",
               text(rsp.mpa.result().peer_private_data, 64).c_str(),
-              text(r.peer_private_data, 64).c_str());
+              text(ini.mpa.result().peer_private_data, 64).c_str());
 
   MemoryTable mem_ini, mem_rsp;
   constexpr std::size_t kMulpdu = 1024; // small FPDUs, so the demo shows segmentation
-  QpConfig ci = qp_config_from_mpa(ini.mpa.result(), MpaRole::Initiator, kMulpdu);
-  QpConfig cr = qp_config_from_mpa(rsp.mpa.result(), MpaRole::Responder, kMulpdu);
+  QpConfig ci = qp_config_from(ini.mpa.result().conn, kMulpdu);
+  QpConfig cr = qp_config_from(rsp.mpa.result().conn, kMulpdu);
   ini.qp.emplace(ci, mem_ini);
   rsp.qp.emplace(cr, mem_rsp);
-  ini.tap = std::make_unique<WireTap>("initiator -> responder", ci.crc, ci.markers_tx);
-  rsp.tap = std::make_unique<WireTap>("responder -> initiator", cr.crc, cr.markers_tx);
+  ini.tap = std::make_unique<WireTap>("initiator -> responder", ci.conn.crc, ci.conn.markers_tx);
+  rsp.tap = std::make_unique<WireTap>("responder -> initiator", cr.conn.crc, cr.conn.markers_tx);
   for (Endpoint* e : {&ini, &rsp})
     e->qp->rx_feed(e->early);
 

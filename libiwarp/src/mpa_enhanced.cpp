@@ -44,7 +44,7 @@ std::optional<RtrType> pick_rtr(const RtrSet& mutual, bool read_possible) {
 // RFC 6581 §8, §9.2/§9.1: the TERM an endpoint sends as its first FPDU when the
 // negotiation fails after an accepting Reply: untagged DDP (QN 2, MSN 1, MO 0,
 // L=1), RDMAP opcode Terminate, an LLP/MPA code, HdrCt bits all 0.
-std::vector<std::byte> terminate_fpdu(const MpaResult& r, TermCode code) {
+std::vector<std::byte> terminate_fpdu(const ConnParams& r, TermCode code) {
   DdpHeader ddp;
   ddp.tagged = false;
   ddp.last = true;
@@ -80,8 +80,8 @@ std::optional<MpaEnhanced> mpa_detail::request_enhanced(const MpaPolicy& policy)
 // RFC 6581 §9.1 (EMPA-022): the ULP sees the peer's values.
 void MpaStartup::take_peer_enhanced() {
   if (!peer_frame_.enhanced) return;
-  result_.peer_ird = peer_frame_.enhanced->ird;
-  result_.peer_ord = peer_frame_.enhanced->ord;
+  result_.conn.peer_ird = peer_frame_.enhanced->ird;
+  result_.conn.peer_ord = peer_frame_.enhanced->ord;
   result_.peer_rtr = rtr_set(*peer_frame_.enhanced);
 }
 
@@ -127,9 +127,9 @@ void MpaStartup::negotiate_enhanced() {
   }
   std::uint16_t ord = req.ord;
   if (rep.ird != kNoNeg && req.ord != kNoNeg) ord = std::min(ord, rep.ird);
-  result_.ird = ird;
-  result_.ord = ord;
-  result_.p2p = req.p2p;
+  result_.conn.ird = ird;
+  result_.conn.ord = ord;
+  result_.conn.p2p = req.p2p;
 
   // RFC 6581 §9.2: the Reply echoes A; a mismatch leaves no common model (RT-08, HX-014).
   if (rep.p2p != req.p2p) {
@@ -142,8 +142,8 @@ void MpaStartup::negotiate_enhanced() {
     const RtrSet offered = rtr_set(req), listed = rtr_set(rep);
     // EMPA-041: a Read RTR needs a responder IRRQ entry and one ORD credit here.
     const bool read_possible = rep.ird >= 1 && policy_.max_ord >= 1;
-    result_.rtr = pick_rtr(intersect(offered, listed), read_possible);
-    if (!result_.rtr) { // RT-06/07, HX-014
+    const std::optional<RtrType> rtr = pick_rtr(intersect(offered, listed), read_possible);
+    if (!rtr) { // RT-06/07, HX-014
       fail_with_terminate(term::mpa_no_matching_rtr,
                           cat("no matching RTR: the Request offered ", rtr_names(offered),
                               ", the Reply listed ", rtr_names(listed),
@@ -151,12 +151,13 @@ void MpaStartup::negotiate_enhanced() {
                               " (RFC 6581 §9.2)"));
       return;
     }
-    if (*result_.rtr == RtrType::Read && result_.ord == 0) result_.ord = 1;
+    result_.conn.rtr = *rtr;
+    if (*rtr == RtrType::Read && result_.conn.ord == 0) result_.conn.ord = 1;
   }
   finish(MpaState::Established);
 }
 
-// RFC 6581 §9.1, §9.2: the responder's enhanced data; sets result_.ird/ord.
+// RFC 6581 §9.1, §9.2: the responder's enhanced data; sets result_.conn.ird/ord.
 MpaEnhanced MpaStartup::reply_enhanced(std::uint16_t ird, std::uint16_t ord) {
   const MpaEnhanced& req = *peer_frame_.enhanced;
   // 0x3FFF from the initiator: keep the local value, echo 0x3FFF (EMPA-028, IR-04).
@@ -186,8 +187,8 @@ MpaEnhanced MpaStartup::reply_enhanced(std::uint16_t ird, std::uint16_t ord) {
   }
   e.ird = keep_ird ? kNoNeg : wire_ird_ord(ird);
   e.ord = keep_ord ? kNoNeg : wire_ird_ord(ord);
-  result_.ird = ird;
-  result_.ord = ord;
+  result_.conn.ird = ird;
+  result_.conn.ord = ord;
   return e;
 }
 
@@ -202,7 +203,7 @@ RtrSet MpaStartup::reply_rtr(const RtrSet& requested) const {
 }
 
 void MpaStartup::fail_with_terminate(TermCode code, std::string message) {
-  const std::vector<std::byte> term = terminate_fpdu(result_, code);
+  const std::vector<std::byte> term = terminate_fpdu(result_.conn, code);
   out_.insert(out_.end(), term.begin(), term.end());
   fail(code, std::move(message));
   error_.terminate_sent = true;

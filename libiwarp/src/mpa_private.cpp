@@ -70,11 +70,11 @@ bool MpaStartup::check_offer(const SameHostOffer& offer) {
 void MpaStartup::take_private_answers() {
   // RFC 7306 runs on RDMAP version 1 only (§4), so never toward an RDMAC peer; and only
   // from a uiwarp responder, not from one that returned our own bit (kMpaFlagUiwarpReply).
-  result_.rfc7306 =
+  result_.conn.rfc7306 =
       local_frame_.rfc7306 && peer_frame_.rfc7306 && peer_frame_.uiwarp_reply && !peer_rdmac_;
   // check_same_host_flag: an offer is here only in an accepting IETF Reply to our bit.
-  result_.same_host = peer_frame_.same_host_offer.has_value();
-  result_.peer_same_host = peer_frame_.same_host_offer;
+  result_.conn.same_host = peer_frame_.same_host_offer.has_value();
+  result_.conn.peer_same_host = peer_frame_.same_host_offer;
 }
 
 // Responder: the Reply's answers to the Request's bits.

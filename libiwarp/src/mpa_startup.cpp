@@ -36,8 +36,10 @@ MpaStartup MpaStartup::start(MpaRole role, const MpaPolicy& policy, MpaClock::ti
   m.state_ = role == MpaRole::Initiator ? MpaState::AwaitReply : MpaState::AwaitRequest;
   m.policy_ = policy;
   m.deadline_ = now + policy.timeout;
-  m.result_.ird = policy.ird; // unenhanced: IRD/ORD are the ULP's business
-  m.result_.ord = policy.ord;
+  m.result_.conn.initiator = role == MpaRole::Initiator;
+  m.result_.conn.recv_wait_ms = static_cast<std::uint32_t>(policy.recv_wait.count());
+  m.result_.conn.ird = policy.ird; // unenhanced: IRD/ORD are the ULP's business
+  m.result_.conn.ord = policy.ord;
   if (policy.revision != kRevIetf && policy.revision != kRevEnhanced)
     m.fail(term::mpa_local_catastrophic,
            cat("local policy MPA revision ", policy.revision, " is not supported (1 or 2)"));
@@ -238,7 +240,7 @@ void MpaStartup::process_frame() {
   take_peer_enhanced();
   if (role_ == MpaRole::Responder) {
     result_.enhanced = peer_frame_.enhanced.has_value();
-    result_.p2p = result_.enhanced && peer_frame_.enhanced->p2p;
+    result_.conn.p2p = result_.enhanced && peer_frame_.enhanced->p2p;
     state_ = MpaState::RequestReceived;
     return;
   }
@@ -248,15 +250,15 @@ void MpaStartup::process_frame() {
 // ---- initiator: the Reply -----------------------------------------------------------
 
 void MpaStartup::process_reply() {
-  result_.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
+  result_.conn.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
   // RFC 5044 §7.1.1 (MPA-021/022): CRC unless both said C=0; §4.4 (MC-07); IOP
   // §5.1: RDMAC always uses CRC.
-  result_.crc = peer_rdmac_ || local_frame_.crc || peer_frame_.crc || policy_.crc_always;
+  result_.conn.crc = peer_rdmac_ || local_frame_.crc || peer_frame_.crc || policy_.crc_always;
   // RFC 5044 §7.1.1 (MPA-032): each M bit asks for markers toward its sender.
   // IOP §5.3.2: an RDMAC peer means markers both ways, whatever we asked (RC-11).
-  result_.markers_tx = peer_rdmac_ || peer_frame_.markers;
-  result_.markers_rx = peer_rdmac_ || local_frame_.markers;
-  result_.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
+  result_.conn.markers_tx = peer_rdmac_ || peer_frame_.markers;
+  result_.conn.markers_rx = peer_rdmac_ || local_frame_.markers;
+  result_.conn.large_fpdu = local_frame_.large_fpdu && peer_frame_.large_fpdu;
   take_private_answers();
   result_.enhanced = local_frame_.enhanced && peer_frame_.enhanced;
   if (peer_frame_.reject) { // RFC 5044 §7.1.2 r3 (HX-011): TCP stays open for the ULP
@@ -312,8 +314,8 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
                                            " octets exceeds ", max_pd, " (RFC 5044 §7.1.1)"));
     return;
   }
-  result_.ird = ird;
-  result_.ord = ord;
+  result_.conn.ird = ird;
+  result_.conn.ord = ord;
   if (enhanced) {
     f.enhanced = reply_enhanced(ird, ord);
     // RFC 6581 §9.1, C-11 (PD-04): a Reject names the ORD the ULP requires.
@@ -322,13 +324,13 @@ void MpaStartup::send_reply(bool reject, std::vector<std::byte> private_data, st
   f.private_data = std::move(private_data);
   offer_same_host(f, same_host);
 
-  result_.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
-  result_.crc = f.crc;                                     // already includes the Request's C
-  result_.markers_tx = peer_rdmac_ || peer_frame_.markers; // RFC 5044 §7.1.1 (MPA-032)
-  result_.markers_rx = f.markers;
-  result_.large_fpdu = f.large_fpdu && peer_frame_.large_fpdu;
-  result_.rfc7306 = f.rfc7306;
-  result_.same_host = f.same_host;
+  result_.conn.version = peer_rdmac_ ? kVersionRdmac : kVersionIetf;
+  result_.conn.crc = f.crc;                                     // already includes the Request's C
+  result_.conn.markers_tx = peer_rdmac_ || peer_frame_.markers; // RFC 5044 §7.1.1 (MPA-032)
+  result_.conn.markers_rx = f.markers;
+  result_.conn.large_fpdu = f.large_fpdu && peer_frame_.large_fpdu;
+  result_.conn.rfc7306 = f.rfc7306;
+  result_.conn.same_host = f.same_host;
   const std::vector<std::byte> wire = f.encode();
   out_.insert(out_.end(), wire.begin(), wire.end());
   local_frame_ = std::move(f);

@@ -51,23 +51,9 @@ std::string_view qp_state_name(QpState s) {
 
 QpConfig qp_config_from(const ConnParams& p, std::size_t mulpdu) {
   QpConfig c;
-  c.version = p.version;
-  c.crc = p.crc;
-  c.markers_tx = p.markers_tx;
-  c.markers_rx = p.markers_rx;
-  c.ird = p.ird;
-  c.ord = p.ord;
-  c.large_fpdu = p.large_fpdu;
-  c.rfc7306 = p.rfc7306;
+  c.conn = p;
   // The peer takes FPDUs of any size (siw's flag): send the largest RFC 5044 allows.
   c.mulpdu = p.large_fpdu ? kMaxUlpdu : std::clamp(mulpdu, kMinMulpdu, kMaxUlpdu);
-  c.initiator = p.initiator;
-  if (p.p2p) {
-    if (c.initiator)
-      c.rtr = p.rtr;
-    else
-      c.expect_rtr = true;
-  }
   return c;
 }
 
@@ -127,34 +113,36 @@ constexpr std::size_t kFrameSlots = 32;
 } // namespace
 
 Qp::Qp(const QpConfig& config, MemoryTable& mem, SharedRecvQueue* srq)
-    : cfg_(config), mem_(mem), srq_(srq), tx_(config.crc, config.markers_tx),
-      tx_allowed_(config.initiator),
-      rx_(config.crc, config.markers_rx, config.large_fpdu ? kMaxUlpduLargeFpdu : kMaxUlpdu) {
+    : cfg_(config), mem_(mem), srq_(srq), tx_(config.conn.crc, config.conn.markers_tx),
+      tx_allowed_(config.conn.initiator),
+      rx_(config.conn.crc, config.conn.markers_rx,
+          config.conn.large_fpdu ? kMaxUlpduLargeFpdu : kMaxUlpdu) {
   cfg_.mulpdu = std::clamp(cfg_.mulpdu, kMinMulpdu, kMaxUlpdu);
   cfg_.max_sge = std::min<std::uint32_t>(cfg_.max_sge, kMaxSge);
   cfg_.max_inline = std::min<std::uint32_t>(cfg_.max_inline, kMaxInline);
   rx_.set_sink(this);
   // RFC 6581 §5 (EMPA-012): the initiator's RTR precedes every other FPDU.
-  rtr_pending_ = cfg_.initiator && cfg_.rtr.has_value();
+  rtr_pending_ = cfg_.conn.p2p && cfg_.conn.initiator;
+  rtr_expected_ = cfg_.conn.p2p && !cfg_.conn.initiator;
   // Every queue is sized once, here: nothing on the data path allocates.
   sq_.reserve(std::max<std::uint32_t>(cfg_.sq_depth, 1));
   rq_.reserve(srq_ ? kSrqMessagesInFlight : std::max<std::uint32_t>(cfg_.rq_depth, 1));
-  orq_.reserve(cfg_.ord + 1u); // + the RTR's zero-length Read
-  irq_.reserve(std::max<std::uint16_t>(cfg_.ird, 1));
+  orq_.reserve(cfg_.conn.ord + 1u); // + the RTR's zero-length Read
+  irq_.reserve(std::max<std::uint16_t>(cfg_.conn.ird, 1));
   cq_.reserve(sq_.capacity() + rq_.capacity());
   frames_.reserve(kFrameSlots);
   for (std::size_t i = 0; i < frames_.capacity(); ++i)
-    frames_.push_slot().frame.reserve(cfg_.mulpdu, cfg_.markers_tx);
+    frames_.push_slot().frame.reserve(cfg_.mulpdu, cfg_.conn.markers_tx);
   frames_.clear();
 }
 
 PostError Qp::post_send(const SendWr& wr) {
-  if (is_rfc7306(wr.opcode) && !cfg_.rfc7306) return PostError::InvalidArgument;
+  if (is_rfc7306(wr.opcode) && !cfg_.conn.rfc7306) return PostError::InvalidArgument;
   // With ORD 0 (RFC 6581 may negotiate it) a Read or Atomic could never be sent.
   const bool outbound_req = wr.opcode == WrOpcode::RdmaRead ||
                             wr.opcode == WrOpcode::AtomicFetchAdd ||
                             wr.opcode == WrOpcode::AtomicCompareSwap;
-  if (outbound_req && cfg_.ord == 0) return PostError::InvalidArgument;
+  if (outbound_req && cfg_.conn.ord == 0) return PostError::InvalidArgument;
   const bool is_inline = wr.is_inline || !wr.inline_data.empty(); // replaces the SGL
   if (wr.sgl.size() > cfg_.max_sge) return PostError::InvalidArgument;
   if (is_inline && (wr.inline_data.size() > cfg_.max_inline || wr.opcode == WrOpcode::RdmaRead))

@@ -146,16 +146,16 @@ std::optional<TermCode> Qp::on_header() {
   const std::size_t ddp_len = seg_.size();
 
   // HX-050: DV must be the version MPA negotiated (RFC 5041 §4.1, IOP §5.1).
-  if (seg_.ddp_version != cfg_.version)
+  if (seg_.ddp_version != cfg_.conn.version)
     return reject(seg_.tagged ? term::ddp_tagged_invalid_version
                               : term::ddp_untagged_invalid_version,
                   "DDP version " + std::to_string(seg_.ddp_version) + " in " + describe(seg_));
   // HX-070: RV likewise (RFC 5040 §4.1).
-  if (seg_.rdmap_version != cfg_.version)
+  if (seg_.rdmap_version != cfg_.conn.version)
     return reject(term::rdmap_invalid_version,
                   "RDMAP version " + std::to_string(seg_.rdmap_version) + " in " + describe(seg_));
   // HX-071: reserved opcodes, and RFC 7306 opcodes unless enabled.
-  if (!info.valid || (info.rfc7306 && !cfg_.rfc7306))
+  if (!info.valid || (info.rfc7306 && !cfg_.conn.rfc7306))
     return reject(term::rdmap_unexpected_opcode,
                   "unexpected opcode " + std::string(opcode_name(seg_.opcode)));
   // HX-072: opcode inconsistent with the T bit.
@@ -164,7 +164,7 @@ std::optional<TermCode> Qp::on_header() {
                   std::string(opcode_name(seg_.opcode)) + " with T=" + (seg_.tagged ? "1" : "0"));
   if (!seg_.tagged) {
     // HX-058: queues RDMAP uses (RFC 5041 §7.1); QN 3 only with RFC 7306.
-    if (seg_.qn > kQnAtomicResponse || (seg_.qn == kQnAtomicResponse && !cfg_.rfc7306))
+    if (seg_.qn > kQnAtomicResponse || (seg_.qn == kQnAtomicResponse && !cfg_.conn.rfc7306))
       return reject(term::ddp_untagged_invalid_qn, "invalid QN in " + describe(seg_));
     if (seg_.qn != info.qn)
       return reject(term::rdmap_unexpected_opcode, "opcode on the wrong queue: " + describe(seg_));
@@ -243,7 +243,7 @@ std::optional<TermCode> Qp::check_untagged() {
   switch (seg_.qn) {
   case kQnSend: {
     // RFC 6581 §4.4.2: the zero-length Send RTR is consumed invisibly.
-    if (cfg_.expect_rtr && seg_.op() == Opcode::Send && len == 0 && seg_.last &&
+    if (rtr_expected_ && seg_.op() == Opcode::Send && len == 0 && seg_.last &&
         seg_.msn == rx_msn_[kQnSend]) {
       rtr_swallow_ = true;
       return std::nullopt;
@@ -306,9 +306,9 @@ std::optional<TermCode> Qp::check_untagged() {
     // Read and Atomic Requests: in order, one segment each, within IRD.
     if (seg_.msn != rx_msn_[kQnReadRequest])
       return reject(term::ddp_untagged_msn_range, "MSN out of range in " + describe(seg_));
-    if (irq_.size() >= cfg_.ird) // HX-081, RFC 5040 §6.1
-      return reject(term::ddp_untagged_no_buffer,
-                    "more than IRD=" + std::to_string(cfg_.ird) + " outstanding Read Requests");
+    if (irq_.size() >= cfg_.conn.ird) // HX-081, RFC 5040 §6.1
+      return reject(term::ddp_untagged_no_buffer, "more than IRD=" + std::to_string(cfg_.conn.ird) +
+                                                      " outstanding Read Requests");
     return std::nullopt;
   case kQnTerminate:
     if (len > term_buf_.size()) return reject_terminate(std::to_string(len) + " octets"); // HX-093
@@ -362,7 +362,7 @@ void Qp::ulpdu_end(std::optional<TermCode> error) {
   tx_allowed_ = true;
   // RFC 6581 §9.2: only the first message can be the hidden RTR (whatever its type,
   // HX-019); a later zero-length Send is ordinary data.
-  cfg_.expect_rtr = false;
+  rtr_expected_ = false;
   if (!seg_.last) return;
   if (auto code = deliver()) {
     if (pending_term_) {

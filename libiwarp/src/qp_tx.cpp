@@ -36,7 +36,7 @@ void Qp::queue_terminate(const TerminateHeader& t) {
   DdpHeader h;
   h.tagged = false;
   h.last = true;
-  h.ddp_version = h.rdmap_version = cfg_.version;
+  h.ddp_version = h.rdmap_version = cfg_.conn.version;
   h.opcode = static_cast<std::uint8_t>(Opcode::Terminate);
   h.qn = kQnTerminate;
   h.msn = tx_msn_[kQnTerminate]++;
@@ -94,12 +94,12 @@ bool Qp::run_local_operations() {
 
 bool Qp::start_next_message() {
   TxMsg m;
-  m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.version;
+  m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.conn.version;
 
   if (rtr_pending_) {
     // RFC 6581 §9.2: the RTR is a zero-length Send, RDMA Write or RDMA Read.
     rtr_pending_ = false;
-    switch (*cfg_.rtr) {
+    switch (cfg_.conn.rtr) {
     case RtrType::Send:
       m.hdr.opcode = static_cast<std::uint8_t>(Opcode::Send);
       m.hdr.qn = kQnSend;
@@ -133,7 +133,7 @@ bool Qp::start_next_message() {
     bool is_req = e.wr.opcode == WrOpcode::RdmaRead || e.wr.opcode == WrOpcode::AtomicFetchAdd ||
                   e.wr.opcode == WrOpcode::AtomicCompareSwap;
     // Fence: wait for earlier Reads/Atomics; ORD: at most `ord` outstanding (RFC 5040 §6.1).
-    if ((e.wr.fence && !orq_.empty()) || (is_req && orq_.size() >= cfg_.ord)) sq_ready = false;
+    if ((e.wr.fence && !orq_.empty()) || (is_req && orq_.size() >= cfg_.conn.ord)) sq_ready = false;
   }
   if (!irq_.empty() && (prefer_irq_ || !sq_ready)) {
     prefer_irq_ = false;
@@ -213,7 +213,7 @@ bool Qp::start_next_message() {
     // RFC 7306 §6: 8 octets of Immediate Data on QN 0.
     m.payload.clear();
     m.hdr = DdpHeader{};
-    m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.version;
+    m.hdr.ddp_version = m.hdr.rdmap_version = cfg_.conn.version;
     m.hdr.opcode =
         static_cast<std::uint8_t>(wr.solicited ? Opcode::ImmediateDataSe : Opcode::ImmediateData);
     m.hdr.qn = kQnSend;

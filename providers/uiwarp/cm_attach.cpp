@@ -38,8 +38,8 @@ iwarp::QpConfig config_for(const Qp* qp, int fd, const iwarp::ConnParams& p) {
       iwarp::qp_config_from(p, iwarp::mulpdu_for_emss(static_cast<std::size_t>(mss), p.markers_tx));
   c.qp_id = qp->vqp.qp.qp_num;
   c.pd = qp->pd_id;
-  c.ird = std::min<std::uint16_t>(c.ird, Limits::kMaxOrdIrd);
-  c.ord = std::min<std::uint16_t>(c.ord, Limits::kMaxOrdIrd);
+  c.conn.ird = std::min<std::uint16_t>(c.conn.ird, Limits::kMaxOrdIrd);
+  c.conn.ord = std::min<std::uint16_t>(c.conn.ord, Limits::kMaxOrdIrd);
   c.sq_depth = std::max<std::uint32_t>(qp->cap.max_send_wr, 1);
   c.rq_depth = std::max<std::uint32_t>(qp->cap.max_recv_wr, 1);
   c.max_sge = std::max(qp->cap.max_send_sge, qp->cap.max_recv_sge);
@@ -108,7 +108,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
   // Sends posted while an IB-style connect was under way, in order.
   for (; !qp->early.send.empty(); qp->early.send.pop_front()) {
     const iwarp::SendWr& w = qp->early.send.front();
-    if ((iwarp::is_rfc7306(w.opcode) && !qp->engine->config().rfc7306) ||
+    if ((iwarp::is_rfc7306(w.opcode) && !qp->engine->config().conn.rfc7306) ||
         qp->engine->post_send(w) != iwarp::PostError::None) {
       iwarp::Completion c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::LocalQpOperation,
                                                     iwarp::completion_opcode(w.opcode), 0, false);

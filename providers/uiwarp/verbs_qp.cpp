@@ -322,8 +322,8 @@ int query_qp(ibv_qp* ibqp, ibv_qp_attr* attr, int /*mask*/, ibv_qp_init_attr* in
   attr->port_num = 1;
   if (qp->ib.path) attr->dest_qp_num = qp->ib.peer_qpn;
   if (qp->engine) {
-    attr->max_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ord);
-    attr->max_dest_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().ird);
+    attr->max_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().conn.ord);
+    attr->max_dest_rd_atomic = static_cast<std::uint8_t>(qp->engine->config().conn.ird);
   }
   attr->sq_draining = qp->state == IBV_QPS_SQD && qp->engine && qp->engine->sq_outstanding();
   *init = ibv_qp_init_attr{};

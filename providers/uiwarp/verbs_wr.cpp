@@ -125,7 +125,7 @@ int submit_send(Qp* qp, const iwarp::SendWr& wr, bool* copied) {
     qp->flush_completion(wr);
     return 0;
   }
-  if (iwarp::is_rfc7306(wr.opcode) && !qp->engine->config().rfc7306) {
+  if (iwarp::is_rfc7306(wr.opcode) && !qp->engine->config().conn.rfc7306) {
     // The peer never agreed (not uiwarp, or rfc7306 = off): it would answer with a Terminate.
     explain("RDMA Write with Immediate and atomics need a uiwarp peer that negotiated RFC 7306 "
             "(uiwarpd's rfc7306 option); this connection did not");

@@ -171,12 +171,12 @@ void BM_QpSend(benchmark::State& state) {
 
   QpConfig ca;
   ca.mulpdu = mulpdu;
-  ca.markers_tx = markers;
-  ca.initiator = true;
+  ca.conn.markers_tx = markers;
+  ca.conn.initiator = true;
   QpConfig cb = ca;
-  cb.markers_tx = false;
-  cb.markers_rx = markers;
-  cb.initiator = false;
+  cb.conn.markers_tx = false;
+  cb.conn.markers_rx = markers;
+  cb.conn.initiator = false;
   Qp a(ca, mem_a);
   Qp b(cb, mem_b);
 

@@ -135,7 +135,8 @@ struct Harness {
   }
 
   void check_result() {
-    const MpaResult& r = m.result();
+    const MpaResult& res = m.result();
+    const ConnParams& r = res.conn;
     FUZZ_CHECK(r.version == kVersionIetf || r.version == kVersionRdmac);
     if (r.version == kVersionRdmac)
       FUZZ_CHECK(policy.permissive, "RDMAC version without permissive mode");
@@ -154,10 +155,10 @@ struct Harness {
       FUZZ_CHECK(r.same_host == r.peer_same_host.has_value());
       if (r.peer_same_host) FUZZ_CHECK(r.peer_same_host->valid(), "malformed same-host offer");
       FUZZ_CHECK(r.peer_same_host == m.reply().same_host_offer);
-      FUZZ_CHECK(r.peer_private_data == m.reply().private_data,
+      FUZZ_CHECK(res.peer_private_data == m.reply().private_data,
                  "the ULP's private data is not the Reply's without its offer");
     }
-    FUZZ_CHECK(r.peer_private_data.size() <= policy.max_private_data,
+    FUZZ_CHECK(res.peer_private_data.size() <= policy.max_private_data,
                "peer private data larger than the local buffer");
     const std::uint16_t base_ird = accept_ird.value_or(policy.ird);
     const std::uint16_t base_ord = accept_ord.value_or(policy.ord);
@@ -166,11 +167,10 @@ struct Harness {
     FUZZ_CHECK(r.ird <= max_ird, "IRD above both the local IRD and the maximum");
     FUZZ_CHECK(r.ord <= std::max<std::uint16_t>(base_ord, 1), "ORD above the local ORD");
     if (!responder && r.p2p) {
-      FUZZ_CHECK(r.rtr.has_value(), "P2P without an RTR");
-      FUZZ_CHECK(policy.rtr.has(*r.rtr) && r.peer_rtr.has(*r.rtr),
+      FUZZ_CHECK(policy.rtr.has(r.rtr) && res.peer_rtr.has(r.rtr),
                  "RTR type not offered by both sides");
     }
-    if (r.enhanced) FUZZ_CHECK(policy.enhanced && policy.revision >= 2);
+    if (res.enhanced) FUZZ_CHECK(policy.enhanced && policy.revision >= 2);
   }
 
   // Everything we wrote: our frame, then possibly a Terminate FPDU.
@@ -196,7 +196,8 @@ struct Harness {
       FUZZ_CHECK(h->pd_length == pd_len + (h->enhanced() ? kEnhancedDataLen : 0),
                  "Request private data is not the ULP's alone");
     } else {
-      FUZZ_CHECK(sh_bit == m.result().same_host, "Reply same-host bit differs from the result");
+      FUZZ_CHECK(sh_bit == m.result().conn.same_host,
+                 "Reply same-host bit differs from the result");
       // The mark answers a Request with uiwarp's bits, and nothing else (kMpaFlagUiwarpReply).
       FUZZ_CHECK(static_cast<bool>(h->flags & kMpaFlagUiwarpReply) ==
                      ((m.request().rfc7306 || m.request().same_host) && h->rev != 0),
@@ -216,7 +217,7 @@ struct Harness {
     FUZZ_CHECK(m.state() == MpaState::Failed && m.error().terminate_sent,
                "octets after the frame but no Terminate was sent");
     TermChecker tc;
-    FpduRx rx(m.result().crc, m.result().markers_tx);
+    FpduRx rx(m.result().conn.crc, m.result().conn.markers_tx);
     rx.set_sink(&tc);
     rx.feed(ConstBytes(out).subspan(frame_len));
     FUZZ_CHECK(!rx.error() && rx.at_fpdu_boundary() && tc.fpdus == 1,
@@ -283,7 +284,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::fprintf(stderr, "  %s: %s%s%s (consumed %zu)%s\n", h.responder ? "responder" : "initiator",
                  kNames[static_cast<int>(h.m.state())], h.m.state() == MpaState::Failed ? ": " : "",
                  h.m.state() == MpaState::Failed ? h.m.error().message.c_str() : "", h.consumed,
-                 h.m.result().same_host ? " same-host" : "");
+                 h.m.result().conn.same_host ? " same-host" : "");
   }
   h.check_output();
   // The exchange ends one way or another: timeout, then the peer's close.

@@ -51,7 +51,8 @@ constexpr bool kCheckTxMarkersAfterError = true;
 // Deframes what the QP transmits, as the peer would, and checks each ULPDU.
 class TxChecker final : public iwarp::test::UlpduCollector {
 public:
-  TxChecker(const QpConfig& c) : rx_(c.crc, c.markers_tx, c.mulpdu), version_(c.version) {
+  TxChecker(const QpConfig& c)
+      : rx_(c.conn.crc, c.conn.markers_tx, c.mulpdu), version_(c.conn.version) {
     rx_.set_sink(this);
   }
   void saw(ConstBytes b) {
@@ -92,7 +93,7 @@ struct Harness {
     for (RecvWr& w : fx.recv_wrs())
       post_recv(std::move(w));
     if (hdr[0] & kCfgLocalSends)
-      for (SendWr& w : fx.send_wrs(cfg.rfc7306))
+      for (SendWr& w : fx.send_wrs(cfg.conn.rfc7306))
         post_send(std::move(w));
   }
 
@@ -127,7 +128,7 @@ struct Harness {
       std::size_t n = std::min(total, budget);
       if (budget != SIZE_MAX) n = std::min(n, 1 + rng.below(total));
       std::size_t left = n;
-      if (!kCheckTxMarkersAfterError && cfg.markers_tx && qp.error()) left = 0;
+      if (!kCheckTxMarkersAfterError && cfg.conn.markers_tx && qp.error()) left = 0;
       for (ConstBytes b : iov) {
         if (!left) break;
         std::size_t k = std::min(left, b.size());

@@ -264,25 +264,22 @@ inline QpConfig make_config(const std::uint8_t* hdr) {
   QpConfig c;
   c.qp_id = kQpId;
   c.pd = kPd;
-  c.crc = hdr[0] & kCfgCrc;
-  c.markers_rx = hdr[0] & kCfgMarkersRx;
-  c.markers_tx = hdr[2] & kCfg2MarkersTx;
-  c.rfc7306 = hdr[0] & kCfgRfc7306;
-  c.version = (hdr[0] & kCfgRdmac) ? kVersionRdmac : kVersionIetf;
-  c.initiator = !(hdr[0] & kCfgResponder);
+  c.conn.crc = hdr[0] & kCfgCrc;
+  c.conn.markers_rx = hdr[0] & kCfgMarkersRx;
+  c.conn.markers_tx = hdr[2] & kCfg2MarkersTx;
+  c.conn.rfc7306 = hdr[0] & kCfgRfc7306;
+  c.conn.version = (hdr[0] & kCfgRdmac) ? kVersionRdmac : kVersionIetf;
+  c.conn.initiator = !(hdr[0] & kCfgResponder);
   c.mulpdu = kMulpdus[(hdr[2] >> kCfg2MulpduShift) & 7];
-  c.ird = (hdr[2] & kCfg2SmallIrd) ? 2 : 16;
-  c.ord = 16;
+  c.conn.ird = (hdr[2] & kCfg2SmallIrd) ? 2 : 16;
+  c.conn.ord = 16;
   c.sq_depth = 64;
   c.rq_depth = 64;
   if (hdr[0] & kCfgP2p) {
-    if (c.initiator) {
-      static constexpr RtrType kRtr[4] = {RtrType::Send, RtrType::Write, RtrType::Read,
-                                          RtrType::Write};
-      c.rtr = kRtr[hdr[2] & kCfg2RtrMask];
-    } else {
-      c.expect_rtr = true;
-    }
+    static constexpr RtrType kRtr[4] = {RtrType::Send, RtrType::Write, RtrType::Read,
+                                        RtrType::Write};
+    c.conn.p2p = true;
+    c.conn.rtr = kRtr[hdr[2] & kCfg2RtrMask]; // what the initiator sends first
   }
   return c;
 }

@@ -199,7 +199,6 @@ inline const char* state_name(MpaState s) {
 // Everything observable, for comparing differently chunked runs.
 inline std::string describe(const MpaStartup& m, std::size_t consumed) {
   const MpaResult& r = m.result();
-  auto opt = [](const auto& o) { return o ? std::to_string(static_cast<int>(*o)) : "-"; };
   std::string s = std::string(state_name(m.state())) + " consumed=" + std::to_string(consumed);
   s += " out=" + hex(m.output());
   if (m.state() == MpaState::Failed)
@@ -208,11 +207,13 @@ inline std::string describe(const MpaStartup& m, std::size_t consumed) {
   if (m.state() != MpaState::AwaitRequest && m.state() != MpaState::AwaitReply &&
       m.state() != MpaState::Failed)
     s += " peer=" + hex(m.reply().encode());
-  s += " v=" + std::to_string(r.version) + " rev=" + std::to_string(r.peer_rev) +
-       " crc=" + std::to_string(r.crc) + " mtx=" + std::to_string(r.markers_tx) +
-       " mrx=" + std::to_string(r.markers_rx) + " enh=" + std::to_string(r.enhanced) +
-       " p2p=" + std::to_string(r.p2p) + " rtr=" + opt(r.rtr) + " ird=" + std::to_string(r.ird) +
-       " ord=" + std::to_string(r.ord) + " pird=" + opt(r.peer_ird) + " pord=" + opt(r.peer_ord) +
+  const ConnParams& c = r.conn;
+  s += " v=" + std::to_string(c.version) + " rev=" + std::to_string(r.peer_rev) +
+       " crc=" + std::to_string(c.crc) + " mtx=" + std::to_string(c.markers_tx) +
+       " mrx=" + std::to_string(c.markers_rx) + " enh=" + std::to_string(r.enhanced) +
+       " p2p=" + std::to_string(c.p2p) + " rtr=" + std::to_string(static_cast<int>(c.rtr)) +
+       " ird=" + std::to_string(c.ird) + " ord=" + std::to_string(c.ord) +
+       " pird=" + std::to_string(c.peer_ird) + " pord=" + std::to_string(c.peer_ord) +
        " pd=" + hex(r.peer_private_data);
   return s;
 }

@@ -230,14 +230,14 @@ inline const char* io_name(Io io) {
 
 inline QpConfig initiator_cfg(std::size_t mulpdu = 1452) {
   QpConfig c;
-  c.initiator = true;
+  c.conn.initiator = true;
   c.qp_id = 1;
   c.mulpdu = mulpdu;
   return c;
 }
 inline QpConfig responder_cfg(std::size_t mulpdu = 1452) {
   QpConfig c;
-  c.initiator = false;
+  c.conn.initiator = false;
   c.qp_id = 2;
   c.mulpdu = mulpdu;
   return c;
@@ -345,10 +345,10 @@ public:
   }
 
   std::vector<Seg> segs_ab() const {
-    return segments_of(ab, a->config().crc, a->config().markers_tx);
+    return segments_of(ab, a->config().conn.crc, a->config().conn.markers_tx);
   }
   std::vector<Seg> segs_ba() const {
-    return segments_of(ba, b->config().crc, b->config().markers_tx);
+    return segments_of(ba, b->config().conn.crc, b->config().conn.markers_tx);
   }
 
 private:
@@ -417,7 +417,7 @@ inline Bytes be64(std::uint64_t v) {
 class Dut {
 public:
   explicit Dut(QpConfig c = dut_cfg(), SharedRecvQueue* srq = nullptr)
-      : cfg(c), mem(77), peer_(c.crc, c.markers_rx) {
+      : cfg(c), mem(77), peer_(c.conn.crc, c.conn.markers_rx) {
     qp.emplace(cfg, mem, srq);
   }
   static QpConfig dut_cfg() {
@@ -453,7 +453,7 @@ public:
     return got;
   }
   std::vector<Seg> segs(const Bytes& stream) {
-    return segments_of(stream, cfg.crc, cfg.markers_tx);
+    return segments_of(stream, cfg.conn.crc, cfg.conn.markers_tx);
   }
 
   QpConfig cfg;
@@ -568,7 +568,8 @@ struct Hostile {
     CHECK_FALSE(qp().wants_disconnect());
     auto segs = d.segs(d.drain());
     REQUIRE(segs.size() == 1);
-    CHECK(hex(segs[0].ulpdu) == hex(terminate_ulpdu(code, m, dd, r, offending, d.cfg.version)));
+    CHECK(hex(segs[0].ulpdu) ==
+          hex(terminate_ulpdu(code, m, dd, r, offending, d.cfg.conn.version)));
     CHECK(qp().state() == QpState::Error);
     CHECK(qp().wants_disconnect());
     REQUIRE(qp().error().has_value());
@@ -591,7 +592,7 @@ struct Hostile {
 
 inline QpConfig cfg7306() {
   QpConfig c = Dut::dut_cfg();
-  c.rfc7306 = true;
+  c.conn.rfc7306 = true;
   return c;
 }
 

@@ -174,10 +174,10 @@ TEST_CASE("IB-style connect takes the same-host path as the RDMA CM's: the bit a
     REQUIRE(header);
     CHECK(((header->flags & iwarp::kMpaFlagSameHost) != 0) == peer_on_host);
     REQUIRE(peer.on_bytes(reply) == reply.size());
-    CHECK(peer.result().same_host == peer_on_host);
+    CHECK(peer.result().conn.same_host == peer_on_host);
     if (peer_on_host) {
-      REQUIRE(peer.result().peer_same_host);
-      CHECK(peer.result().peer_same_host->pid == uiwarp::test::sample_offer().pid);
+      REQUIRE(peer.result().conn.peer_same_host);
+      CHECK(peer.result().conn.peer_same_host->pid == uiwarp::test::sample_offer().pid);
     }
     // The offer is uiwarp's: none of it reaches the program as the Reply's private data.
     CHECK(peer.result().peer_private_data.empty());

@@ -158,8 +158,8 @@ TEST_CASE("HX-011 Reply with R=1: exit MPA, PD to the ULP, TCP left open", "[mpa
   MpaStartup i = initiator_vs(p2p(), raw_reply(kC | kR | kS, 2, enh(kA | 2, 3) + text("busy")));
   CHECK(i.state() == MpaState::Rejected);
   CHECK(i.result().peer_private_data == text("busy"));
-  CHECK(i.result().peer_ird == 2);
-  CHECK(i.result().peer_ord == 3);
+  CHECK(i.result().conn.peer_ird == 2);
+  CHECK(i.result().conn.peer_ord == 3);
   CHECK(i.output().empty()); // no TERM: never in Full Operation
 }
 
@@ -177,8 +177,7 @@ TEST_CASE("HX-013 A=0 with B/C/D set: B/C/D ignored", "[mpa][hostile]") {
   MpaStartup i = initiator_vs(MpaPolicy{}, raw_reply(kC | kS, 2, enh(kB | 4, kCw | kD | 4)));
   require_established(i);
   CHECK(i.result().peer_rtr == RtrSet{});
-  CHECK_FALSE(i.result().rtr);
-  CHECK_FALSE(i.result().p2p);
+  CHECK_FALSE(i.result().conn.p2p);
 }
 
 TEST_CASE("HX-014 Reply A differs from Request A, or lists no usable RTR: TERM 7",
@@ -191,8 +190,8 @@ TEST_CASE("HX-014 Reply A differs from Request A, or lists no usable RTR: TERM 7
     MpaPolicy ip = p2p({false, true, false});
     ip.crc = false;
     MpaStartup i = initiator_vs(ip, raw_reply(kM | kS, 2, enh(kA | kB | 4, kD | 4)));
-    CHECK(i.result().markers_tx);
-    CHECK_FALSE(i.result().crc);
+    CHECK(i.result().conn.markers_tx);
+    CHECK_FALSE(i.result().conn.crc);
     require_term(i, 7, false, true);
   }
   SECTION("Read listed but responder IRD 0") {
@@ -206,7 +205,7 @@ TEST_CASE("HX-015 responder ORD exceeds the initiator's possible IRD: TERM 6", "
   MpaPolicy ip;
   ip.max_ird = 16;
   MpaStartup i = initiator_vs(ip, raw_reply(kM | kC | kS, 2, enh(16, 17)));
-  CHECK(i.result().markers_tx);
+  CHECK(i.result().conn.markers_tx);
   require_term(i, 6, true, true);
 }
 
@@ -218,8 +217,8 @@ TEST_CASE("HX-016 absurd IRD/ORD such as 0x3FFE: clamped to local limits or reje
   SECTION("initiator: responder IRD 0x3FFE clamps nothing above the local ORD") {
     MpaStartup i = initiator_vs(ip, raw_reply(kC | kS, 2, enh(0x3ffe, 2)));
     require_established(i);
-    CHECK(i.result().ord == 5);
-    CHECK(i.result().ird == 4);
+    CHECK(i.result().conn.ord == 5);
+    CHECK(i.result().conn.ird == 4);
   }
   SECTION("initiator: responder ORD 0x3FFE is beyond max_ird") {
     MpaStartup i = initiator_vs(ip, raw_reply(kC | kS, 2, enh(4, 0x3ffe)));
@@ -279,9 +278,9 @@ TEST_CASE("HX-019 the chosen RTR is always one both ends listed", "[mpa][hostile
       const RtrSet lset{listed.rtr_send, listed.rtr_write, listed.rtr_read};
       CHECK(lset.any());
       if (l.i.state() == MpaState::Established) {
-        REQUIRE(l.i.result().rtr);
-        CHECK(is.has(*l.i.result().rtr));
-        CHECK(lset.has(*l.i.result().rtr));
+        REQUIRE(l.i.result().conn.p2p);
+        CHECK(is.has(l.i.result().conn.rtr));
+        CHECK(lset.has(l.i.result().conn.rtr));
       } else {
         CHECK(l.i.error().code == term::mpa_no_matching_rtr);
         const bool mutual =

@@ -24,10 +24,10 @@ TEST_CASE("IM-01 Rev1 initiator vs RFC 5044 responder: normal rev1 connection",
   CHECK(l.r.request().private_data == text("hello"));
   CHECK(l.r.result().peer_private_data == text("hello"));
   for (const MpaStartup* m : {&l.i, &l.r}) {
-    CHECK(m->result().version == kVersionIetf);
+    CHECK(m->result().conn.version == kVersionIetf);
     CHECK(m->result().peer_rev == 1);
     CHECK_FALSE(m->result().enhanced);
-    CHECK(m->result().crc);
+    CHECK(m->result().conn.crc);
   }
 }
 
@@ -41,8 +41,8 @@ TEST_CASE("IM-02 Rev1 initiator vs RFC 6581 responder: unenhanced Rev1 Reply, cl
   CHECK(word(l.reply, 18) == 2); // the ULP's 2 octets, no enhanced data
   CHECK(l.i.result().peer_private_data == text("ok"));
   CHECK_FALSE(l.i.result().enhanced);
-  CHECK_FALSE(l.i.result().rtr); // client-server: the initiator's first FPDU is ULP data
-  CHECK_FALSE(l.i.result().peer_ird);
+  CHECK_FALSE(l.i.result().conn.p2p); // client-server: the initiator's first FPDU is ULP data
+  CHECK_FALSE(l.i.result().conn.peer_ird);
 }
 
 TEST_CASE("IM-03 EMPA-008 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa][negotiation]") {
@@ -67,12 +67,12 @@ TEST_CASE("IM-03 EMPA-008 Rev2 S=1 vs rev2: enhanced Reply with IRD/ORD", "[mpa]
   CHECK(l.r.request().private_data == text("abc")); // enhanced data hidden from the ULP
   CHECK(l.i.result().enhanced);
   CHECK(l.r.result().enhanced);
-  CHECK(l.i.result().ird == 4);
-  CHECK(l.i.result().ord == 3);
-  CHECK(l.i.result().peer_ird == 5);
-  CHECK(l.i.result().peer_ord == 2);
-  CHECK(l.r.result().peer_ird == 4);
-  CHECK(l.r.result().peer_ord == 3);
+  CHECK(l.i.result().conn.ird == 4);
+  CHECK(l.i.result().conn.ord == 3);
+  CHECK(l.i.result().conn.peer_ird == 5);
+  CHECK(l.i.result().conn.peer_ord == 2);
+  CHECK(l.r.result().conn.peer_ird == 4);
+  CHECK(l.r.result().conn.peer_ord == 3);
 }
 
 TEST_CASE("IM-04 EMPA-008 Rev2 S=0 vs rev2: accepted, unenhanced Reply", "[mpa][negotiation]") {
@@ -117,8 +117,8 @@ TEST_CASE("IM-06 EMPA-009 Rev2 S=1 vs rev1-only responder: closed as malformed, 
   Link retry = run(rev1(), rev1());
   require_established(retry.i);
   CHECK_FALSE(retry.i.result().enhanced);
-  CHECK_FALSE(retry.i.result().peer_ird);
-  CHECK_FALSE(retry.i.result().rtr);
+  CHECK_FALSE(retry.i.result().conn.peer_ird);
+  CHECK_FALSE(retry.i.result().conn.p2p);
 }
 
 TEST_CASE("IM-07 Rev>=3 at a rev2 endpoint: close + local error, no silent downgrade",
@@ -157,11 +157,11 @@ TEST_CASE("IM-09 RDMAC Rev0 Request at a permissive responder: Rev0 M=1 C=1, V=0
   r.accept({});
   require_established(r);
   CHECK(hex(take(r)) == hex(raw_reply(kM | kC, 0)));
-  CHECK(r.result().version == kVersionRdmac);
+  CHECK(r.result().conn.version == kVersionRdmac);
   CHECK(r.result().peer_rev == 0);
-  CHECK(r.result().markers_tx);
-  CHECK(r.result().markers_rx);
-  CHECK(r.result().crc);
+  CHECK(r.result().conn.markers_tx);
+  CHECK(r.result().conn.markers_rx);
+  CHECK(r.result().conn.crc);
 }
 
 TEST_CASE("IM-10 Rev1 initiator vs RDMAC proxy Reply: non-permissive closes, permissive V=0",
@@ -175,10 +175,10 @@ TEST_CASE("IM-10 Rev1 initiator vs RDMAC proxy Reply: non-permissive closes, per
     MpaPolicy ip = ietf(true, false, false);
     MpaStartup i = initiator_vs(ip, rdmac_reply());
     require_established(i);
-    CHECK(i.result().version == kVersionRdmac);
-    CHECK(i.result().markers_tx);
-    CHECK(i.result().markers_rx);
-    CHECK(i.result().crc);
+    CHECK(i.result().conn.version == kVersionRdmac);
+    CHECK(i.result().conn.markers_tx);
+    CHECK(i.result().conn.markers_rx);
+    CHECK(i.result().conn.crc);
   }
 }
 
@@ -192,11 +192,10 @@ TEST_CASE("IM-11 C-17 enhanced Request answered unenhanced: fallback only when p
     MpaStartup i = initiator_vs(ip, reply);
     require_established(i);
     CHECK_FALSE(i.result().enhanced);
-    CHECK_FALSE(i.result().p2p);
-    CHECK_FALSE(i.result().rtr); // no RTR: left to the ULP
-    CHECK_FALSE(i.result().peer_ird);
-    CHECK(i.result().ird == 3);
-    CHECK(i.result().ord == 2);
+    CHECK_FALSE(i.result().conn.p2p); // no RTR: left to the ULP
+    CHECK_FALSE(i.result().conn.peer_ird);
+    CHECK(i.result().conn.ird == 3);
+    CHECK(i.result().conn.ord == 2);
     CHECK(i.result().peer_private_data == text("r"));
   }
   SECTION("strict: close") {
@@ -215,7 +214,7 @@ TEST_CASE("IM-12 C-17 Rev1 Request with S=1: S treated as reserved, processed un
   REQUIRE(r.state() == MpaState::RequestReceived);
   CHECK_FALSE(r.request().enhanced);
   CHECK(r.request().private_data == pd); // all of it is ULP private data
-  CHECK_FALSE(r.result().peer_ird);
+  CHECK_FALSE(r.result().conn.peer_ird);
   r.accept({});
   require_established(r);
   const Bytes reply = take(r);
@@ -236,12 +235,12 @@ void check_mc(bool im, bool ic, bool rm, bool rc, bool crc_on) {
   CHECK(octet(l.request, 16) == ((im ? kM : 0) | (ic ? kC : 0)));
   CHECK(octet(l.reply, 16) == ((rm ? kM : 0) | (rc ? kC : 0)));
   // RFC 5044 §7.1.1 (MPA-032): M in the Request asks for markers in R->I FPDUs.
-  CHECK(l.i.result().markers_rx == im);
-  CHECK(l.r.result().markers_tx == im);
-  CHECK(l.r.result().markers_rx == rm);
-  CHECK(l.i.result().markers_tx == rm);
-  CHECK(l.i.result().crc == crc_on);
-  CHECK(l.r.result().crc == crc_on);
+  CHECK(l.i.result().conn.markers_rx == im);
+  CHECK(l.r.result().conn.markers_tx == im);
+  CHECK(l.r.result().conn.markers_rx == rm);
+  CHECK(l.i.result().conn.markers_tx == rm);
+  CHECK(l.i.result().conn.crc == crc_on);
+  CHECK(l.r.result().conn.crc == crc_on);
 }
 } // namespace
 
@@ -262,8 +261,8 @@ TEST_CASE("MC-05 MPA-021 M0 C1 vs M0 C0: CRC on both ways", "[mpa][negotiation]"
   Link l = run(rev1(false, true), rev1(false, false));
   require_established(l.i);
   CHECK(octet(l.reply, 16) == kC);
-  CHECK(l.i.result().crc);
-  CHECK(l.r.result().crc);
+  CHECK(l.i.result().conn.crc);
+  CHECK(l.r.result().conn.crc);
 }
 TEST_CASE("MC-06 MPA-021 M0 C0 vs M0 C1: CRC on both ways", "[mpa][negotiation]") {
   check_mc(false, false, false, true, true);
@@ -276,19 +275,19 @@ TEST_CASE("MC-07 always-CRC side receives C=0: replies C=1, CRC on both ways",
     Link l = run(rev1(false, false), always);
     CHECK(octet(l.request, 16) == 0);
     CHECK(octet(l.reply, 16) == kC);
-    CHECK(l.i.result().crc);
-    CHECK(l.r.result().crc);
+    CHECK(l.i.result().conn.crc);
+    CHECK(l.r.result().conn.crc);
   }
   SECTION("initiator") {
     Link l = run(always, rev1(false, false));
     CHECK(octet(l.request, 16) == kC);
-    CHECK(l.i.result().crc);
-    CHECK(l.r.result().crc);
+    CHECK(l.i.result().conn.crc);
+    CHECK(l.r.result().conn.crc);
   }
   SECTION("initiator against a scripted C=0 Reply") {
     MpaStartup i = initiator_vs(always, raw_reply(0, 1));
     require_established(i);
-    CHECK(i.result().crc);
+    CHECK(i.result().conn.crc);
   }
 }
 
@@ -355,7 +354,7 @@ TEST_CASE("PD-04 reject for insufficient initiator IRD: required ORD in the resp
   MpaPolicy rp;
   rp.ird = 6;
   Link l = run(ip, rp, {}, [](MpaStartup& r) {
-    REQUIRE(r.result().peer_ird == 1); // the ULP sees the initiator IRD before deciding
+    REQUIRE(r.result().conn.peer_ird == 1); // the ULP sees the initiator IRD before deciding
     r.reject(text("need ORD 8"), 8);
   });
   CHECK(l.r.state() == MpaState::Rejected);
@@ -365,8 +364,8 @@ TEST_CASE("PD-04 reject for insufficient initiator IRD: required ORD in the resp
   CHECK(word(l.reply, 20) == 6); // responder IRD
   CHECK(word(l.reply, 22) == 8); // required ORD (C-11: no TERM before Full Operation)
   // EMPA-022: the initiator passes IRD/ORD to its ULP for a Reject too.
-  CHECK(l.i.result().peer_ird == 6);
-  CHECK(l.i.result().peer_ord == 8);
+  CHECK(l.i.result().conn.peer_ird == 6);
+  CHECK(l.i.result().conn.peer_ord == 8);
   CHECK(l.i.result().peer_private_data == text("need ORD 8"));
   CHECK(l.i.output().empty());
 }

@@ -18,8 +18,7 @@ TEST_CASE("RT-01 A=0 both: client-server, the responder sends nothing but the Re
   CHECK((word(l.reply, 20) & 0xc000) == 0);
   CHECK((word(l.reply, 22) & 0xc000) == 0);
   CHECK(hex(l.reply) == hex(l.r.sent_frame().encode()));
-  CHECK_FALSE(l.i.result().p2p);
-  CHECK_FALSE(l.i.result().rtr);
+  CHECK_FALSE(l.i.result().conn.p2p);
   CHECK(l.i.output().empty());
 }
 
@@ -30,9 +29,9 @@ TEST_CASE("RT-02 A=1 B / A=1 B: zero-length Send RTR", "[mpa][p2p]") {
   CHECK(word(l.request, 22) == 16);
   CHECK(word(l.reply, 20) == (kA | kB | 16));
   CHECK(word(l.reply, 22) == 16);
-  CHECK(l.i.result().p2p);
-  CHECK(l.r.result().p2p);
-  CHECK(l.i.result().rtr == RtrType::Send);
+  CHECK(l.i.result().conn.p2p);
+  CHECK(l.r.result().conn.p2p);
+  CHECK(l.i.result().conn.rtr == RtrType::Send);
 }
 
 TEST_CASE("RT-03 A=1 C / A=1 C: zero-length RDMA Write RTR", "[mpa][p2p]") {
@@ -41,7 +40,7 @@ TEST_CASE("RT-03 A=1 C / A=1 C: zero-length RDMA Write RTR", "[mpa][p2p]") {
   CHECK(word(l.request, 20) == (kA | 16));
   CHECK(word(l.request, 22) == (kCw | 16));
   CHECK(word(l.reply, 22) == (kCw | 16));
-  CHECK(l.i.result().rtr == RtrType::Write);
+  CHECK(l.i.result().conn.rtr == RtrType::Write);
 }
 
 TEST_CASE("RT-04 A=1 D / A=1 D: zero-length Read RTR, IRD/ORD >= 1", "[mpa][p2p]") {
@@ -54,9 +53,9 @@ TEST_CASE("RT-04 A=1 D / A=1 D: zero-length Read RTR, IRD/ORD >= 1", "[mpa][p2p]
   CHECK(word(l.request, 22) == kD);
   CHECK(word(l.reply, 20) == (kA | 1)); // IRD raised to 1 for the Read RTR
   CHECK(word(l.reply, 22) == (kD | 16));
-  CHECK(l.i.result().rtr == RtrType::Read);
-  CHECK(l.i.result().ord == 1);
-  CHECK(l.r.result().ird == 1);
+  CHECK(l.i.result().conn.rtr == RtrType::Read);
+  CHECK(l.i.result().conn.ord == 1);
+  CHECK(l.r.result().conn.ird == 1);
 }
 
 TEST_CASE("RT-05 A=1 B C D: the initiator picks a mutually supported type for every subset",
@@ -67,11 +66,11 @@ TEST_CASE("RT-05 A=1 B C D: the initiator picks a mutually supported type for ev
     Link l = run(p2p(), p2p(rset));
     require_established(l.i);
     CHECK(l.i.result().peer_rtr == rset);
-    REQUIRE(l.i.result().rtr);
-    CHECK(rset.has(*l.i.result().rtr));
+    REQUIRE(l.i.result().conn.p2p);
+    CHECK(rset.has(l.i.result().conn.rtr));
     // Preference: Write, then Send, then Read.
     const RtrType want = rset.write ? RtrType::Write : rset.send ? RtrType::Send : RtrType::Read;
-    CHECK(*l.i.result().rtr == want);
+    CHECK(l.i.result().conn.rtr == want);
   }
 }
 
@@ -106,7 +105,7 @@ TEST_CASE("RT-09 A=0 with B=1 (garbage flags): ignored, Reply A=0 B/C/D=0", "[mp
   const Bytes reply = take(r);
   CHECK((word(reply, 20) & 0xc000) == 0);
   CHECK((word(reply, 22) & 0xc000) == 0);
-  CHECK_FALSE(r.result().p2p);
+  CHECK_FALSE(r.result().conn.p2p);
 }
 
 TEST_CASE("RT-10 A=1 at a rev2 responder without P2P: still lists one RTR type", "[mpa][p2p]") {
@@ -118,7 +117,7 @@ TEST_CASE("RT-10 A=1 at a rev2 responder without P2P: still lists one RTR type",
   CHECK((word(l.reply, 20) & kA) != 0);
   CHECK(l.r.sent_frame().enhanced->rtr_write); // C-12: at least one
   require_established(l.i);
-  CHECK(l.i.result().rtr == RtrType::Write);
+  CHECK(l.i.result().conn.rtr == RtrType::Write);
 }
 
 TEST_CASE("IR-01 I(IRD 4, ORD 4) vs R(IRD 8, ORD 2): IRD >= 2, ORD <= 8, peers see values",
@@ -131,14 +130,14 @@ TEST_CASE("IR-01 I(IRD 4, ORD 4) vs R(IRD 8, ORD 2): IRD >= 2, ORD <= 8, peers s
   require_established(l.i);
   CHECK(word(l.reply, 20) == 8);
   CHECK(word(l.reply, 22) == 2);
-  CHECK(l.i.result().ird == 4);
-  CHECK(l.i.result().ord == 4);
-  CHECK(l.r.result().ird == 8);
-  CHECK(l.r.result().ord == 2);
-  CHECK(l.i.result().peer_ird == 8);
-  CHECK(l.i.result().peer_ord == 2);
-  CHECK(l.r.result().peer_ird == 4);
-  CHECK(l.r.result().peer_ord == 4);
+  CHECK(l.i.result().conn.ird == 4);
+  CHECK(l.i.result().conn.ord == 4);
+  CHECK(l.r.result().conn.ird == 8);
+  CHECK(l.r.result().conn.ord == 2);
+  CHECK(l.i.result().conn.peer_ird == 8);
+  CHECK(l.i.result().conn.peer_ord == 2);
+  CHECK(l.r.result().conn.peer_ird == 4);
+  CHECK(l.r.result().conn.peer_ord == 4);
 }
 
 TEST_CASE("IR-02 EMPA-023 EMPA-026 I(IRD 1, ORD 16) vs R that can only do IRD 8: ORD clamped to 8",
@@ -153,10 +152,10 @@ TEST_CASE("IR-02 EMPA-023 EMPA-026 I(IRD 1, ORD 16) vs R that can only do IRD 8:
   require_established(l.i);
   CHECK(word(l.reply, 20) == 8); // raised from 4 as far as it can
   CHECK(word(l.reply, 22) == 1); // at most the initiator IRD
-  CHECK(l.r.result().ird == 8);
-  CHECK(l.r.result().ord == 1);
-  CHECK(l.i.result().ord == 8);
-  CHECK(l.i.result().ird == 1);
+  CHECK(l.r.result().conn.ird == 8);
+  CHECK(l.r.result().conn.ord == 1);
+  CHECK(l.i.result().conn.ord == 8);
+  CHECK(l.i.result().conn.ird == 1);
 }
 
 TEST_CASE("IR-03 EMPA-024 I(IRD 2, ORD 0) with D only: responder raises IRD to 1", "[mpa][p2p]") {
@@ -171,10 +170,10 @@ TEST_CASE("IR-03 EMPA-024 I(IRD 2, ORD 0) with D only: responder raises IRD to 1
   CHECK(word(l.request, 22) == kD);
   CHECK(word(l.reply, 20) == (kA | 1));
   CHECK(word(l.reply, 22) == (kD | 2));
-  CHECK(l.r.result().ird == 1);
+  CHECK(l.r.result().conn.ird == 1);
   require_established(l.i);
-  CHECK(l.i.result().rtr == RtrType::Read);
-  CHECK(l.i.result().ord == 1);
+  CHECK(l.i.result().conn.rtr == RtrType::Read);
+  CHECK(l.i.result().conn.ord == 1);
   // With other types possible, IRD stays 0 and Read is not offered.
   MpaPolicy all = p2p();
   all.ord = 0;
@@ -195,8 +194,8 @@ TEST_CASE("IR-04 initiator ORD/IRD 0x3FFF: responder keeps local values, echoes 
     Link l = run(ip, rp);
     CHECK(word(l.reply, 20) == 0x3fff);
     CHECK(word(l.reply, 22) == 3);
-    CHECK(l.r.result().ird == 6);
-    CHECK(l.r.result().ord == 3);
+    CHECK(l.r.result().conn.ird == 6);
+    CHECK(l.r.result().conn.ord == 3);
   }
   SECTION("IRD 0x3FFF") {
     MpaPolicy ip;
@@ -205,8 +204,8 @@ TEST_CASE("IR-04 initiator ORD/IRD 0x3FFF: responder keeps local values, echoes 
     Link l = run(ip, rp);
     CHECK(word(l.reply, 20) == 6);
     CHECK(word(l.reply, 22) == 0x3fff);
-    CHECK(l.r.result().ird == 6);
-    CHECK(l.r.result().ord == 7);
+    CHECK(l.r.result().conn.ird == 6);
+    CHECK(l.r.result().conn.ord == 7);
   }
   SECTION("both") {
     MpaPolicy ip;
@@ -215,10 +214,10 @@ TEST_CASE("IR-04 initiator ORD/IRD 0x3FFF: responder keeps local values, echoes 
     require_established(l.i);
     CHECK(word(l.reply, 20) == 0x3fff);
     CHECK(word(l.reply, 22) == 0x3fff);
-    CHECK(l.r.result().ird == 6);
-    CHECK(l.r.result().ord == 7);
-    CHECK(l.i.result().ird == 0x3fff);
-    CHECK(l.i.result().ord == 0x3fff);
+    CHECK(l.r.result().conn.ird == 6);
+    CHECK(l.r.result().conn.ord == 7);
+    CHECK(l.i.result().conn.ird == 0x3fff);
+    CHECK(l.i.result().conn.ord == 0x3fff);
   }
 }
 
@@ -228,10 +227,10 @@ TEST_CASE("IR-05 responder IRD/ORD 0x3FFF: initiator keeps its local ORD/IRD", "
   ip.ord = 9;
   MpaStartup i = initiator_vs(ip, raw_reply(kC | kS, 2, enh(0x3fff, 0x3fff)));
   require_established(i);
-  CHECK(i.result().ird == 3);
-  CHECK(i.result().ord == 9);
-  CHECK(i.result().peer_ird == 0x3fff);
-  CHECK(i.result().peer_ord == 0x3fff);
+  CHECK(i.result().conn.ird == 3);
+  CHECK(i.result().conn.ord == 9);
+  CHECK(i.result().conn.peer_ird == 0x3fff);
+  CHECK(i.result().conn.peer_ord == 0x3fff);
 }
 
 TEST_CASE("IR-06 responder ORD above the initiator's maximum IRD: TERM 6", "[mpa][p2p]") {
@@ -240,7 +239,7 @@ TEST_CASE("IR-06 responder ORD above the initiator's maximum IRD: TERM 6", "[mpa
   ip.max_ird = 8;
   MpaStartup i = initiator_vs(ip, raw_reply(kC | kS, 2, enh(4, 9)));
   CHECK(contains(i.error().message, "responder ORD 9 exceeds the local maximum IRD 8"));
-  CHECK(i.result().peer_ord == 9);
+  CHECK(i.result().conn.peer_ord == 9);
   require_term(i, 6);
 }
 
@@ -252,6 +251,6 @@ TEST_CASE("IR-07 EMPA-026 responder ORD above the advertised IRD: IRD raised (RF
   ip.ird = 4;
   MpaStartup i = initiator_vs(ip, raw_reply(kC | kS, 2, enh(16, 8)));
   require_established(i);
-  CHECK(i.result().ird == 8);
-  CHECK(i.result().peer_ord == 8);
+  CHECK(i.result().conn.ird == 8);
+  CHECK(i.result().conn.peer_ord == 8);
 }

@@ -21,13 +21,13 @@ void check_v1(bool i_permissive, bool im, bool r_permissive, bool rm, bool crc) 
   CHECK(octet(l.request, 17) == 1);
   CHECK(octet(l.reply, 17) == 1);
   for (const MpaStartup* m : {&l.i, &l.r}) {
-    CHECK(m->result().version == kVersionIetf);
-    CHECK(m->result().crc == crc);
+    CHECK(m->result().conn.version == kVersionIetf);
+    CHECK(m->result().conn.crc == crc);
   }
-  CHECK(l.i.result().markers_rx == im);
-  CHECK(l.r.result().markers_rx == rm);
-  CHECK(l.i.result().markers_tx == rm);
-  CHECK(l.r.result().markers_tx == im);
+  CHECK(l.i.result().conn.markers_rx == im);
+  CHECK(l.r.result().conn.markers_rx == rm);
+  CHECK(l.i.result().conn.markers_tx == rm);
+  CHECK(l.r.result().conn.markers_tx == im);
 }
 
 // Our initiator against an RDMAC proxy Reply (IOP §5.3.2): V=0, markers and CRC on.
@@ -41,10 +41,10 @@ void check_vs_rdmac_responder(bool permissive, bool im) {
     return;
   }
   require_established(i);
-  CHECK(i.result().version == kVersionRdmac);
-  CHECK(i.result().markers_rx); // on even though the Request said M=0
-  CHECK(i.result().markers_tx);
-  CHECK(i.result().crc);
+  CHECK(i.result().conn.version == kVersionRdmac);
+  CHECK(i.result().conn.markers_rx); // on even though the Request said M=0
+  CHECK(i.result().conn.markers_tx);
+  CHECK(i.result().conn.crc);
 }
 
 // An RDMAC proxy's Request at our responder (IOP §5.2.1, §5.3.1).
@@ -59,10 +59,10 @@ void check_vs_rdmac_initiator(bool permissive, bool rm) {
   r.accept({});
   require_established(r);
   CHECK(hex(take(r)) == hex(raw_reply(kM | kC, 0))); // never M=0 to RDMAC
-  CHECK(r.result().version == kVersionRdmac);
-  CHECK(r.result().markers_rx);
-  CHECK(r.result().markers_tx);
-  CHECK(r.result().crc);
+  CHECK(r.result().conn.version == kVersionRdmac);
+  CHECK(r.result().conn.markers_rx);
+  CHECK(r.result().conn.markers_tx);
+  CHECK(r.result().conn.crc);
 }
 } // namespace
 
@@ -135,14 +135,14 @@ TEST_CASE("RC-19 every V=0 connection: CRC on both ways, version 0 for DDP and R
   MpaPolicy p = ietf(true, false, false);
   MpaStartup i = initiator_vs(p, raw_reply(kM, 0));
   require_established(i);
-  CHECK(i.result().version == kVersionRdmac);
-  CHECK(i.result().crc);
+  CHECK(i.result().conn.version == kVersionRdmac);
+  CHECK(i.result().conn.crc);
   MpaStartup r = responder_vs(p, raw_request(kM, 0));
   r.accept({});
   require_established(r);
   CHECK(octet(take(r), 16) == (kM | kC));
-  CHECK(r.result().version == kVersionRdmac);
-  CHECK(r.result().crc);
+  CHECK(r.result().conn.version == kVersionRdmac);
+  CHECK(r.result().conn.crc);
   // A Terminate on a V=0 connection carries DV=RV=0 (never mixed).
   i.local_error("QP creation failed");
   REQUIRE(i.error().terminate_sent);
@@ -186,16 +186,16 @@ TEST_CASE("OX-10 siw's large-FPDU Res bit: used only when both set it, ignored o
   require_established(both.i);
   CHECK(octet(both.request, 16) == (kC | kS | kMpaFlagLargeFpdu));
   CHECK(octet(both.reply, 16) == (kC | kS | kMpaFlagLargeFpdu));
-  CHECK(both.i.result().large_fpdu);
-  CHECK(both.r.result().large_fpdu);
+  CHECK(both.i.result().conn.large_fpdu);
+  CHECK(both.r.result().conn.large_fpdu);
   Link one = run(big, MpaPolicy{});
   require_established(one.i);
   CHECK(octet(one.reply, 16) == (kC | kS)); // not echoed
-  CHECK_FALSE(one.i.result().large_fpdu);
-  CHECK_FALSE(one.r.result().large_fpdu);
+  CHECK_FALSE(one.i.result().conn.large_fpdu);
+  CHECK_FALSE(one.r.result().conn.large_fpdu);
   MpaStartup i = initiator_vs(rev1(), raw_reply(kC | kMpaFlagLargeFpdu, 1));
   require_established(i);
-  CHECK_FALSE(i.result().large_fpdu);
+  CHECK_FALSE(i.result().conn.large_fpdu);
 }
 
 TEST_CASE("OX-10 uiwarp's RFC 7306 Res bit: offered, echoed only to an offer, never to RDMAC",
@@ -206,20 +206,20 @@ TEST_CASE("OX-10 uiwarp's RFC 7306 Res bit: offered, echoed only to an offer, ne
   require_established(both.i);
   CHECK(octet(both.request, 16) == (kC | kS | kMpaFlagRfc7306));
   CHECK(octet(both.reply, 16) == (kC | kS | kMpaFlagRfc7306 | kMpaFlagUiwarpReply));
-  CHECK(both.i.result().rfc7306);
-  CHECK(both.r.result().rfc7306);
+  CHECK(both.i.result().conn.rfc7306);
+  CHECK(both.r.result().conn.rfc7306);
   // A responder that is not uiwarp (or has it off) does not echo: neither end uses it.
   Link off = run(x, MpaPolicy{});
   require_established(off.i);
   CHECK(octet(off.reply, 16) == (kC | kS | kMpaFlagUiwarpReply)); // "uiwarp, and no"
-  CHECK_FALSE(off.i.result().rfc7306);
-  CHECK_FALSE(off.r.result().rfc7306);
+  CHECK_FALSE(off.i.result().conn.rfc7306);
+  CHECK_FALSE(off.r.result().conn.rfc7306);
   // A responder that offers it to a Request without it does not set it: an echo, not an offer.
   Link quiet = run(MpaPolicy{}, x);
   require_established(quiet.i);
   CHECK(octet(quiet.reply, 16) == (kC | kS));
-  CHECK_FALSE(quiet.i.result().rfc7306);
-  CHECK_FALSE(quiet.r.result().rfc7306);
+  CHECK_FALSE(quiet.i.result().conn.rfc7306);
+  CHECK_FALSE(quiet.r.result().conn.rfc7306);
   // RFC 7306 needs RDMAP version 1: an RDMAC (rev 0) peer never gets it, whatever its bits.
   MpaPolicy perm = x;
   perm.permissive = true;
@@ -229,11 +229,11 @@ TEST_CASE("OX-10 uiwarp's RFC 7306 Res bit: offered, echoed only to an offer, ne
   Bytes reply = take(r);
   require_established(r);
   CHECK((octet(reply, 16) & kMpaFlagRfc7306) == 0);
-  CHECK_FALSE(r.result().rfc7306);
+  CHECK_FALSE(r.result().conn.rfc7306);
   MpaStartup i = initiator_vs(perm, raw_reply(kM | kC | kMpaFlagRfc7306, 0));
   require_established(i);
-  CHECK_FALSE(i.result().rfc7306);
+  CHECK_FALSE(i.result().conn.rfc7306);
   // The negotiated flag reaches the QP's configuration.
-  CHECK(qp_config_from_mpa(both.i.result(), MpaRole::Initiator, 1448).rfc7306);
-  CHECK_FALSE(qp_config_from_mpa(off.i.result(), MpaRole::Initiator, 1448).rfc7306);
+  CHECK(qp_config_from(both.i.result().conn, 1448).conn.rfc7306);
+  CHECK_FALSE(qp_config_from(off.i.result().conn, 1448).conn.rfc7306);
 }

@@ -115,18 +115,18 @@ TEST_CASE("Same-host: both ends offer, the offer arrives intact, the ULP data is
     CHECK(hex(Bytes(l.reply.begin() + kMpaFrameHeaderLen + c.enhanced,
                     l.reply.end() - kSameHostOfferLen)) == hex(c.rpd));
     // The initiator: the offer apart, the ULP's private data as the responder's ULP gave it.
-    CHECK(l.i.result().same_host);
-    REQUIRE(l.i.result().peer_same_host);
-    CHECK(*l.i.result().peer_same_host == o);
+    CHECK(l.i.result().conn.same_host);
+    REQUIRE(l.i.result().conn.peer_same_host);
+    CHECK(*l.i.result().conn.peer_same_host == o);
     CHECK(l.i.result().peer_private_data == c.rpd);
     CHECK(l.i.reply().private_data == c.rpd);
     CHECK(l.i.reply().same_host_offer == o);
-    CHECK(l.r.result().same_host);
-    CHECK_FALSE(l.r.result().peer_same_host);
+    CHECK(l.r.result().conn.same_host);
+    CHECK_FALSE(l.r.result().conn.peer_same_host);
     CHECK(l.r.sent_frame().same_host_offer == o);
     // Into the connection's parameters, and the one-line description.
-    const ConnParams ip = conn_params(l.i.result(), MpaRole::Initiator);
-    const ConnParams rp = conn_params(l.r.result(), MpaRole::Responder);
+    const ConnParams& ip = l.i.result().conn;
+    const ConnParams& rp = l.r.result().conn;
     CHECK(ip.same_host);
     CHECK(ip.peer_same_host == o);
     CHECK(rp.same_host);
@@ -147,7 +147,7 @@ TEST_CASE("Same-host: near-maximum ULP private data leaves no room, the offer is
     Link fits = run(policy, policy, {}, accept_with(pattern(room, 3), o));
     require_established(fits.i);
     CHECK(word(fits.reply, 18) == 512);
-    CHECK(fits.i.result().peer_same_host == o);
+    CHECK(fits.i.result().conn.peer_same_host == o);
     CHECK(fits.i.result().peer_private_data == pattern(room, 3));
     for (std::size_t n : {room + 1, 512 - enhanced}) {
       INFO("ULP private data " << n);
@@ -156,11 +156,11 @@ TEST_CASE("Same-host: near-maximum ULP private data leaves no room, the offer is
       require_established(full.r);
       CHECK((octet(full.reply, 16) & kSh) == 0);
       CHECK(word(full.reply, 18) == enhanced + n);
-      CHECK_FALSE(full.i.result().same_host);
-      CHECK_FALSE(full.i.result().peer_same_host);
-      CHECK_FALSE(full.r.result().same_host);
+      CHECK_FALSE(full.i.result().conn.same_host);
+      CHECK_FALSE(full.i.result().conn.peer_same_host);
+      CHECK_FALSE(full.r.result().conn.same_host);
       CHECK(full.i.result().peer_private_data == pattern(n, 4));
-      CHECK_FALSE(contains(describe(conn_params(full.i.result(), MpaRole::Initiator)), "same"));
+      CHECK_FALSE(contains(describe(full.i.result().conn), "same"));
     }
   }
 }
@@ -175,9 +175,9 @@ TEST_CASE("Same-host: no bit and no trailer unless both policies and the caller 
     CHECK(octet(l.reply, 16) == (kC | kS | kMk));
     CHECK(word(l.reply, 18) == 4 + 2);
     CHECK(l.i.result().peer_private_data == text("ok"));
-    CHECK_FALSE(l.i.result().same_host);
-    CHECK_FALSE(l.i.result().peer_same_host);
-    CHECK_FALSE(l.r.result().same_host);
+    CHECK_FALSE(l.i.result().conn.same_host);
+    CHECK_FALSE(l.i.result().conn.peer_same_host);
+    CHECK_FALSE(l.r.result().conn.same_host);
   }
   SECTION("initiator policy off") {
     Link l = run(MpaPolicy{}, same_host(), text("hi"), accept_with(text("ok"), o));
@@ -186,24 +186,24 @@ TEST_CASE("Same-host: no bit and no trailer unless both policies and the caller 
     CHECK_FALSE(l.r.request().same_host);
     CHECK(octet(l.reply, 16) == (kC | kS)); // an echo, never an offer
     CHECK(word(l.reply, 18) == 4 + 2);
-    CHECK_FALSE(l.i.result().same_host);
-    CHECK_FALSE(l.r.result().same_host);
+    CHECK_FALSE(l.i.result().conn.same_host);
+    CHECK_FALSE(l.r.result().conn.same_host);
   }
   SECTION("no offer from the responder's caller") {
     Link l = run(same_host(), same_host(), text("hi"), accept_with(text("ok"), std::nullopt));
     require_established(l.i);
     CHECK(octet(l.reply, 16) == (kC | kS | kMk));
     CHECK(word(l.reply, 18) == 4 + 2);
-    CHECK_FALSE(l.i.result().same_host);
-    CHECK_FALSE(l.r.result().same_host);
+    CHECK_FALSE(l.i.result().conn.same_host);
+    CHECK_FALSE(l.r.result().conn.same_host);
   }
   SECTION("a reject never carries it") {
     Link l = run(same_host(), same_host(), text("hi"), [](MpaStartup& r) { r.reject(text("no")); });
     CHECK(l.i.state() == MpaState::Rejected);
     CHECK(octet(l.reply, 16) == (kC | kR | kS | kMk));
     CHECK(l.i.result().peer_private_data == text("no"));
-    CHECK_FALSE(l.i.result().same_host);
-    CHECK_FALSE(l.r.result().same_host);
+    CHECK_FALSE(l.i.result().conn.same_host);
+    CHECK_FALSE(l.r.result().conn.same_host);
   }
 }
 
@@ -226,8 +226,8 @@ TEST_CASE("OX-10 same-host Request toward a peer that is not uiwarp: only the bi
   i.on_bytes(raw_reply(kC | kS, 2, enh(8, 2) + text("plain")));
   require_established(i);
   CHECK(i.result().peer_private_data == text("plain"));
-  CHECK_FALSE(i.result().same_host);
-  CHECK_FALSE(i.result().peer_same_host);
+  CHECK_FALSE(i.result().conn.same_host);
+  CHECK_FALSE(i.result().conn.peer_same_host);
 }
 
 TEST_CASE("C-18 a uiwarp Reply whose same-host offer is short or malformed fails, HX-010 elsewhere",
@@ -264,7 +264,7 @@ TEST_CASE("C-18 a uiwarp Reply whose same-host offer is short or malformed fails
     require_failed(i, term::mpa_invalid_frame, c.message);
     CHECK_FALSE(i.error().terminate_sent); // never in Full Operation: close (RFC 5044 §7.1.2)
     CHECK(i.output().empty());
-    CHECK_FALSE(i.result().same_host);
+    CHECK_FALSE(i.result().conn.same_host);
   }
   // HX-010: where no offer can be (not asked, a reject, an RDMAC peer), the bit is not checked
   // and the private data stays the ULP's, whatever its length.
@@ -291,7 +291,7 @@ TEST_CASE("C-18 a uiwarp Reply whose same-host offer is short or malformed fails
       CHECK(i.state() == MpaState::Rejected);
     else
       require_established(i);
-    CHECK_FALSE(i.result().same_host);
+    CHECK_FALSE(i.result().conn.same_host);
     CHECK(i.result().peer_private_data == c.ulp);
   }
   // The offer goes to its own field: a small local buffer for the ULP's data still takes it.
@@ -301,7 +301,7 @@ TEST_CASE("C-18 a uiwarp Reply whose same-host offer is short or malformed fails
       initiator_vs(small, raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + pattern(16) + good));
   require_established(i);
   CHECK(i.result().peer_private_data == pattern(16));
-  CHECK(i.result().peer_same_host == sample_offer());
+  CHECK(i.result().conn.peer_same_host == sample_offer());
   MpaStartup over =
       initiator_vs(small, raw_reply(kC | kS | kSh | kMk, 2, enh(8, 8) + pattern(17) + good));
   require_failed(over, term::mpa_invalid_frame, "private data of 17 octets exceeds the local");
@@ -319,13 +319,13 @@ TEST_CASE("Same-host: RDMAC (Rev 0) peers never get the bit or the offer", "[mpa
   CHECK(octet(reply, 16) == (kM | kC));
   CHECK(octet(reply, 17) == 0);
   CHECK(word(reply, 18) == 2);
-  CHECK(r.result().version == kVersionRdmac);
-  CHECK_FALSE(r.result().same_host);
+  CHECK(r.result().conn.version == kVersionRdmac);
+  CHECK_FALSE(r.result().conn.same_host);
   // An RDMAC Reply with no bit: version 0, no same-host path (a Reply with it is C-18's).
   MpaStartup i = initiator_vs(p, rdmac_reply(text("r0")));
   require_established(i);
-  CHECK(i.result().version == kVersionRdmac);
-  CHECK_FALSE(i.result().same_host);
+  CHECK(i.result().conn.version == kVersionRdmac);
+  CHECK_FALSE(i.result().conn.same_host);
   CHECK(i.result().peer_private_data == text("r0"));
 }
 
@@ -368,7 +368,7 @@ TEST_CASE("Same-host: every split of the Reply gives the same result", "[mpa][sa
       i.on_bytes(ConstBytes(in).subspan(k));
       INFO("split at " << k);
       require_established(i);
-      CHECK(i.result().peer_same_host == sample_offer());
+      CHECK(i.result().conn.peer_same_host == sample_offer());
       CHECK(i.result().peer_private_data == text("yes"));
     }
   }
@@ -384,17 +384,17 @@ TEST_CASE("OX-10 a responder that returns the Request's own bits (siw) agrees to
   const Bytes pd = pattern(70) + offer_bytes(sample_offer());
   MpaStartup i = initiator_vs(both, raw_reply(kC | kS | kMpaFlagRfc7306 | kSh, 2, enh(8, 8) + pd));
   require_established(i);
-  CHECK_FALSE(i.result().rfc7306);
-  CHECK_FALSE(i.result().same_host);
-  CHECK_FALSE(i.result().peer_same_host);
+  CHECK_FALSE(i.result().conn.rfc7306);
+  CHECK_FALSE(i.result().conn.same_host);
+  CHECK_FALSE(i.result().conn.peer_same_host);
   CHECK(i.result().peer_private_data == pd);
 
   // A uiwarp responder marks its answers, and only toward a Request with uiwarp's bits.
   Link l = run(both, both, {}, accept_with({}, sample_offer()));
   require_established(l.i);
   CHECK((octet(l.reply, 16) & kMk) != 0);
-  CHECK(l.i.result().rfc7306);
-  CHECK(l.i.result().same_host);
+  CHECK(l.i.result().conn.rfc7306);
+  CHECK(l.i.result().conn.same_host);
   CHECK((octet(l.request, 16) & kMk) == 0); // an initiator never sets it
   Link plain = run(MpaPolicy{}, both);
   require_established(plain.i);

@@ -79,7 +79,7 @@ TEST_CASE("RC-20 version mismatch after negotiation: DV/RV 0 on a V=1 stream and
   }
   SECTION("V=0 (RDMAC) stream, peer sends DV=1 RV=1; the Terminate itself says V=0") {
     QpConfig c = Dut::dut_cfg();
-    c.version = kVersionRdmac;
+    c.conn.version = kVersionRdmac;
     Hostile h(c);
     h.arm();
     Bytes u = ulpdu(untagged(Opcode::Send, 1), {}, pattern(8));
@@ -90,7 +90,7 @@ TEST_CASE("RC-20 version mismatch after negotiation: DV/RV 0 on a V=1 stream and
   }
   SECTION("V=0 pair works end to end") {
     QpConfig ca = initiator_cfg(), cb = responder_cfg();
-    ca.version = cb.version = kVersionRdmac;
+    ca.conn.version = cb.conn.version = kVersionRdmac;
     Pair p(ca, cb);
     Buf src = reg(p.ma(), pattern(10, 1));
     Buf rb = reg(p.mb(), 10);
@@ -349,7 +349,7 @@ TEST_CASE("HX-063 (R) a segment beyond a message's last one: L1/E2/0x04", "[qp][
   auto segs = h.d.segs(h.d.drain());
   REQUIRE(segs.size() == 1);
   CHECK(hex(segs[0].ulpdu) ==
-        hex(terminate_ulpdu(term::ddp_untagged_invalid_mo, 1, 1, 0, beyond, h.d.cfg.version)));
+        hex(terminate_ulpdu(term::ddp_untagged_invalid_mo, 1, 1, 0, beyond, h.d.cfg.conn.version)));
   auto cq = drain_cq(h.qp());
   REQUIRE(cq.size() == 2); // both receives, flushed: neither message was delivered
   for (const Completion& c : cq)

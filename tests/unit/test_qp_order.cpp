@@ -67,9 +67,9 @@ TEST_CASE("ORD-12 SQ completions in posting order: a Send done before an earlier
 TEST_CASE("RDMAP-032 ORD: Reads beyond the outbound limit wait, later WRs keep their order",
           "[qp][order]") {
   QpConfig ca = initiator_cfg();
-  ca.ord = 2;
+  ca.conn.ord = 2;
   QpConfig cb = responder_cfg();
-  cb.ird = 2;
+  cb.conn.ird = 2;
   Pair p(ca, cb);
   Buf src = reg(p.mb(), pattern(3000, 2), access::kRemoteRead);
   std::vector<Buf> sinks;
@@ -127,9 +127,9 @@ TEST_CASE("ORD-09 fence: a fenced Send waits for earlier Reads, an unfenced one 
 
 TEST_CASE("RDMAP-032 IRD: a peer within IRD gets every Read answered", "[qp][order]") {
   QpConfig ca = initiator_cfg();
-  ca.ord = 3;
+  ca.conn.ord = 3;
   QpConfig cb = responder_cfg();
-  cb.ird = 3;
+  cb.conn.ird = 3;
   const Io io = GENERATE(Io::Feed, Io::Partial);
   Pair p(ca, cb, {.io = io});
   Buf src = reg(p.mb(), pattern(40000, 2), access::kRemoteRead);

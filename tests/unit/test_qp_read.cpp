@@ -145,7 +145,7 @@ TEST_CASE("RD-005 a Read Response's payload may go by reference, never a header,
   const bool crc = GENERATE(false, true);
   INFO("crc " << crc);
   QpConfig cfg = Dut::dut_cfg();
-  cfg.crc = crc;
+  cfg.conn.crc = crc;
   Hostile h(cfg);
   h.arm(true, false);
   Buf big = reg(h.d.mem, pattern(40000, 6), access::kRemoteRead);
@@ -283,7 +283,7 @@ TEST_CASE("HX-080 Read Request with trailing payload: L0/E2/0xFF", "[qp][read][h
 TEST_CASE("HX-081 more Read Requests than IRD: L1/E2/0x02 on the first one over (IR-07)",
           "[qp][read][hostile]") {
   QpConfig c = Dut::dut_cfg();
-  c.ird = 2;
+  c.conn.ird = 2;
   Hostile h(c);
   h.arm();
   h.d.feed(read_request(h.w.stag, h.w.to(0), 8, 1));

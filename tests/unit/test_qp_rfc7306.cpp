@@ -14,7 +14,7 @@ using namespace qpt;
 TEST_CASE("EXT-010 Immediate Data (with SE): 8 octets on QN 0, one receive buffer",
           "[qp][rfc7306]") {
   QpConfig ca = initiator_cfg(), cb = responder_cfg();
-  ca.rfc7306 = cb.rfc7306 = true;
+  ca.conn.rfc7306 = cb.conn.rfc7306 = true;
   Pair p(ca, cb);
   Buf rb = reg(p.mb(), 64);
   REQUIRE(p.b->post_recv(recv_wr(1, {rb.all()})) == PostError::None);
@@ -41,7 +41,7 @@ TEST_CASE("EXT-010 Immediate Data (with SE): 8 octets on QN 0, one receive buffe
 TEST_CASE("EXT-010 RDMA Write with Immediate: Write placed, then Immediate Data delivered",
           "[qp][rfc7306]") {
   QpConfig ca = initiator_cfg(), cb = responder_cfg();
-  ca.rfc7306 = cb.rfc7306 = true;
+  ca.conn.rfc7306 = cb.conn.rfc7306 = true;
   Pair p(ca, cb);
   Buf src = reg(p.ma(), pattern(3000, 4));
   Buf dst = reg(p.mb(), 3000);
@@ -71,7 +71,7 @@ TEST_CASE("EXT-010 RDMA Write with Immediate: Write placed, then Immediate Data 
 TEST_CASE("EXT-005 FetchAdd and CompareSwap: original value returned, target updated",
           "[qp][rfc7306]") {
   QpConfig ca = initiator_cfg(), cb = responder_cfg();
-  ca.rfc7306 = cb.rfc7306 = true;
+  ca.conn.rfc7306 = cb.conn.rfc7306 = true;
   Pair p(ca, cb);
   Buf target = reg(p.mb(), 32, kAllAccess, 1, Based::Zero);
   set_host_u64(target.data, 8, 100);
@@ -153,7 +153,7 @@ void concurrent_fetch_adds(std::size_t offset) {
   REQUIRE(stag != 0);
   auto run = [&](std::uint64_t seed, std::vector<std::uint64_t>* seen) {
     QpConfig ca = initiator_cfg(), cb = responder_cfg();
-    ca.rfc7306 = cb.rfc7306 = true;
+    ca.conn.rfc7306 = cb.conn.rfc7306 = true;
     Pair::Options o;
     o.mem_b = &target_mem;
     o.seed = seed;

@@ -298,7 +298,7 @@ TEST_CASE("SD-001 posting limits: SGE count, queue depths, ORD 0", "[qp][send]")
   c.max_sge = 2;
   c.sq_depth = 2;
   c.rq_depth = 1;
-  c.ord = 0;
+  c.conn.ord = 0;
   Dut d(c);
   Buf b = reg(d.mem, 64);
   CHECK(d.qp->post_send(send_wr(1, {b.sge(0, 1), b.sge(1, 1), b.sge(2, 1)})) ==

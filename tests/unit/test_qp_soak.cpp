@@ -136,15 +136,15 @@ TEST_CASE("ORD-12 soak: random Sends, Writes, Reads, atomics both ways, order an
   std::mt19937_64 rng(seed * 7919 + static_cast<unsigned>(io));
   const std::size_t mulpdus[] = {128, 200, 1452, 9000};
   QpConfig ca = initiator_cfg(mulpdus[rng() % 4]), cb = responder_cfg(mulpdus[rng() % 4]);
-  ca.crc = cb.crc = rng() % 2;
-  ca.markers_tx = cb.markers_rx = rng() % 2;
-  cb.markers_tx = ca.markers_rx = rng() % 2;
-  ca.rfc7306 = cb.rfc7306 = true;
-  ca.ord = cb.ird = static_cast<std::uint16_t>(1 + rng() % 4);
-  cb.ord = ca.ird = static_cast<std::uint16_t>(1 + rng() % 4);
+  ca.conn.crc = cb.conn.crc = rng() % 2;
+  ca.conn.markers_tx = cb.conn.markers_rx = rng() % 2;
+  cb.conn.markers_tx = ca.conn.markers_rx = rng() % 2;
+  ca.conn.rfc7306 = cb.conn.rfc7306 = true;
+  ca.conn.ord = cb.conn.ird = static_cast<std::uint16_t>(1 + rng() % 4);
+  cb.conn.ord = ca.conn.ird = static_cast<std::uint16_t>(1 + rng() % 4);
   INFO("seed " << seed << " io " << io_name(io) << " mulpdu " << ca.mulpdu << "/" << cb.mulpdu
-               << " crc " << ca.crc << " markers " << ca.markers_tx << cb.markers_tx << " ord "
-               << ca.ord << "/" << cb.ord);
+               << " crc " << ca.conn.crc << " markers " << ca.conn.markers_tx << cb.conn.markers_tx
+               << " ord " << ca.conn.ord << "/" << cb.conn.ord);
   Pair p(ca, cb, {.io = io, .seed = seed});
   SoakSide A, B;
   for (auto [s, qp, mem] : {std::tuple{&A, &*p.a, &p.ma()}, std::tuple{&B, &*p.b, &p.mb()}}) {

@@ -2,7 +2,7 @@
 //
 // What the MPA negotiation hands the data path: the RFC 6581 RTR message and the
 // responder's silence until the initiator speaks (RT-01..04, HX-018), markers and CRC in
-// each direction (MC-), siw's large-FPDU flag, qp_config_from_mpa (IR-01).
+// each direction (MC-), siw's large-FPDU flag, qp_config_from (IR-01).
 #include "catch_compat.hpp"
 #include "iwarp/crc32c.hpp"
 #include "qp_harness.hpp"
@@ -47,9 +47,10 @@ namespace {
 
 void rtr_case(RtrType t) {
   QpConfig ca = initiator_cfg();
-  ca.rtr = t;
+  ca.conn.p2p = true;
+  ca.conn.rtr = t;
   QpConfig cb = responder_cfg();
-  cb.expect_rtr = true;
+  cb.conn.p2p = true;
   Pair p(ca, cb);
   Buf ra = reg(p.ma(), 64);
   Buf rb = reg(p.mb(), 64);
@@ -174,9 +175,9 @@ TEST_CASE("MC-04 markers and CRC on or off in each direction (MC-01..MC-04)", "[
   const Io io = GENERATE(Io::Feed, Io::Chunks, Io::Partial);
   INFO("crc " << crc << " markers a->b " << m_ab << " b->a " << m_ba << " io " << io_name(io));
   QpConfig ca = initiator_cfg(), cb = responder_cfg();
-  ca.crc = cb.crc = crc;
-  ca.markers_tx = cb.markers_rx = m_ab;
-  cb.markers_tx = ca.markers_rx = m_ba;
+  ca.conn.crc = cb.conn.crc = crc;
+  ca.conn.markers_tx = cb.conn.markers_rx = m_ab;
+  cb.conn.markers_tx = ca.conn.markers_rx = m_ba;
   Pair p(ca, cb, {.io = io});
   Buf sa = reg(p.ma(), pattern(3000, 1));
   Buf rb = reg(p.mb(), 3000);
@@ -219,7 +220,7 @@ TEST_CASE("siw's large-FPDU flag negotiated: ULPDU_Length up to 65535 is placed 
           "[qp][startup][hostile]") {
   const bool large = GENERATE(false, true);
   QpConfig c = Dut::dut_cfg();
-  c.large_fpdu = large;
+  c.conn.large_fpdu = large;
   Hostile h(c);
   Buf big = reg(h.d.mem, 65535);
   // The largest FPDU the 16-bit field allows: a tagged RDMA Write of 65535 - 14 octets.
@@ -243,42 +244,39 @@ TEST_CASE("siw's large-FPDU flag negotiated: ULPDU_Length up to 65535 is placed 
   }
 }
 
-TEST_CASE("siw's large-FPDU flag: qp_config_from_mpa carries it", "[qp][startup][hostile]") {
-  MpaResult r;
-  r.large_fpdu = true;
-  CHECK(qp_config_from_mpa(r, MpaRole::Responder, 1448).large_fpdu);
-  r.large_fpdu = false;
-  CHECK_FALSE(qp_config_from_mpa(r, MpaRole::Responder, 1448).large_fpdu);
+TEST_CASE("siw's large-FPDU flag: qp_config_from carries it", "[qp][startup][hostile]") {
+  ConnParams p;
+  p.large_fpdu = true;
+  CHECK(qp_config_from(p, 1448).conn.large_fpdu);
+  CHECK(qp_config_from(p, 1448).mulpdu == kMaxUlpdu);
+  p.large_fpdu = false;
+  CHECK_FALSE(qp_config_from(p, 1448).conn.large_fpdu);
 }
 
-TEST_CASE("IR-01 qp_config_from_mpa carries the negotiated options into the QP", "[qp][startup]") {
-  MpaResult r;
-  r.version = kVersionIetf;
-  r.crc = false;
-  r.markers_tx = true;
-  r.markers_rx = false;
-  r.ird = 5;
-  r.ord = 6;
-  r.p2p = true;
-  r.rtr = RtrType::Write;
-  QpConfig ci = qp_config_from_mpa(r, MpaRole::Initiator, 50);
-  CHECK(ci.initiator);
+TEST_CASE("IR-01 qp_config_from carries the negotiated options into the QP", "[qp][startup]") {
+  ConnParams p;
+  p.version = kVersionIetf;
+  p.crc = false;
+  p.markers_tx = true;
+  p.markers_rx = false;
+  p.ird = 5;
+  p.ord = 6;
+  p.p2p = true;
+  p.rtr = RtrType::Write;
+  p.initiator = true;
+  QpConfig ci = qp_config_from(p, 50);
+  CHECK(ci.conn.initiator);
   CHECK(ci.mulpdu == kMinMulpdu);
-  CHECK_FALSE(ci.crc);
-  CHECK(ci.markers_tx);
-  CHECK_FALSE(ci.markers_rx);
-  CHECK(ci.ird == 5);
-  CHECK(ci.ord == 6);
-  REQUIRE(ci.rtr.has_value());
-  CHECK(*ci.rtr == RtrType::Write);
-  CHECK_FALSE(ci.expect_rtr);
-  QpConfig cr = qp_config_from_mpa(r, MpaRole::Responder, 100000);
-  CHECK_FALSE(cr.initiator);
+  CHECK_FALSE(ci.conn.crc);
+  CHECK(ci.conn.markers_tx);
+  CHECK_FALSE(ci.conn.markers_rx);
+  CHECK(ci.conn.ird == 5);
+  CHECK(ci.conn.ord == 6);
+  CHECK(ci.conn.p2p);
+  CHECK(ci.conn.rtr == RtrType::Write);
+  p.initiator = false;
+  QpConfig cr = qp_config_from(p, 100000);
+  CHECK_FALSE(cr.conn.initiator);
   CHECK(cr.mulpdu == kMaxUlpdu);
-  CHECK_FALSE(cr.rtr.has_value());
-  CHECK(cr.expect_rtr);
-  r.p2p = false;
-  QpConfig cn = qp_config_from_mpa(r, MpaRole::Responder, 1452);
-  CHECK_FALSE(cn.expect_rtr);
-  CHECK(cn.mulpdu == 1452);
+  CHECK(qp_config_from(p, 1452).mulpdu == 1452);
 }

@@ -185,10 +185,10 @@ TEST_CASE("MPA-063 uiwarpd passive side: Request, ConnRequest, Accept, Reply, th
   REQUIRE(peer.on_bytes(reply) == reply.size());
   require_established(peer);
   CHECK(peer.result().peer_private_data == text("yes"));
-  CHECK(peer.result().ird == 6);
-  CHECK(peer.result().ord == 3);
-  CHECK(peer.result().peer_ird == 8);
-  CHECK(peer.result().peer_ord == 2);
+  CHECK(peer.result().conn.ird == 6);
+  CHECK(peer.result().conn.ord == 3);
+  CHECK(peer.result().conn.peer_ird == 8);
+  CHECK(peer.result().conn.peer_ord == 2);
 
   // The session is over: a second Accept of the token finds nothing.
   d.s.on_accept(kClient, proto::Accept{cr.token, {}, 0, 0}, d.now);

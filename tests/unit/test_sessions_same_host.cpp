@@ -52,9 +52,9 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
     // The peer reads it as the responder's offer, the client's private data apart.
     REQUIRE(peer.on_bytes(reply) == reply.size());
     require_established(peer);
-    CHECK(peer.result().same_host);
-    REQUIRE(peer.result().peer_same_host);
-    CHECK(*peer.result().peer_same_host == offer);
+    CHECK(peer.result().conn.same_host);
+    REQUIRE(peer.result().conn.peer_same_host);
+    CHECK(*peer.result().conn.peer_same_host == offer);
     CHECK(peer.result().peer_private_data == text("yes"));
     // The responder's program hears that the path was agreed.
     const auto ar = message<proto::AcceptReply>(d.actions());
@@ -80,8 +80,8 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
     CHECK(header->pd_length == iwarp::kEnhancedDataLen + 3);
     REQUIRE(peer.on_bytes(reply) == reply.size());
     require_established(peer);
-    CHECK_FALSE(peer.result().same_host);
-    CHECK_FALSE(peer.result().peer_same_host);
+    CHECK_FALSE(peer.result().conn.same_host);
+    CHECK_FALSE(peer.result().conn.peer_same_host);
     CHECK(peer.result().peer_private_data == text("yes"));
     CHECK_FALSE(message<proto::AcceptReply>(d.actions()).params.same_host);
   }
@@ -109,7 +109,7 @@ TEST_CASE("uiwarpd passive side, the same-host path: ConnRequest says whether an
     CHECK(header->pd_length == iwarp::kEnhancedDataLen);
     REQUIRE(peer.on_bytes(reply) == reply.size());
     require_established(peer);
-    CHECK_FALSE(peer.result().same_host);
+    CHECK_FALSE(peer.result().conn.same_host);
   }
   SECTION("a Request without the bit: no offer is wanted") {
     Daemon d(policy(with_same_host(true)));
@@ -142,8 +142,8 @@ TEST_CASE("uiwarpd passive side, the same-host path: a peer whose address is not
   CHECK(header->pd_length == iwarp::kEnhancedDataLen + 3);
   REQUIRE(peer.on_bytes(reply) == reply.size());
   require_established(peer);
-  CHECK_FALSE(peer.result().same_host);
-  CHECK_FALSE(peer.result().peer_same_host);
+  CHECK_FALSE(peer.result().conn.same_host);
+  CHECK_FALSE(peer.result().conn.peer_same_host);
   CHECK(peer.result().peer_private_data == text("yes"));
   // The program's path says why.
   const auto ar = message<proto::AcceptReply>(d.actions());

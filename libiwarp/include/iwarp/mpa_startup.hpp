@@ -8,6 +8,7 @@
 // state() is Established, with the negotiated parameters in result().
 #pragma once
 
+#include "iwarp/conn_params.hpp"
 #include "iwarp/wire.hpp"
 
 #include <chrono>
@@ -19,8 +20,6 @@
 namespace iwarp {
 
 using MpaClock = std::chrono::steady_clock;
-
-enum class RtrType : std::uint8_t { Send, Write, Read }; // RFC 6581 B, C, D
 
 struct RtrSet {
   bool send = false;
@@ -62,26 +61,16 @@ struct MpaPolicy {
   std::chrono::milliseconds recv_wait{2000};
 };
 
-// What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9).
+// What the exchange negotiated (IOP §5.1, RFC 5044 §7.1.1, RFC 6581 §9): the connection's
+// parameters, and what only the start-up itself uses.
 struct MpaResult {
-  std::uint8_t version = kVersionIetf; // DDP/RDMAP version: 1 IETF, 0 RDMAC
-  std::uint8_t peer_rev = 1;           // Rev the peer sent
-  bool crc = true;                     // CRC generated and checked both ways
-  bool markers_tx = false;             // we insert markers (peer asked)
-  bool markers_rx = false;             // peer inserts markers (we asked)
-  bool enhanced = false;               // RFC 6581 enhanced data exchanged
-  bool p2p = false;                    // A negotiated
-  std::optional<RtrType> rtr;          // initiator: the RTR to send first
-  RtrSet peer_rtr;                     // RTR types the peer listed
-  std::uint16_t ird = 0;               // local IRD/ORD to apply to the QP
-  std::uint16_t ord = 0;
-  std::optional<std::uint16_t> peer_ird; // as received (EMPA-022), 0x3FFF kept
-  std::optional<std::uint16_t> peer_ord;
-  bool large_fpdu = false; // both ends set siw's flag
-  bool rfc7306 = false;    // both ends set uiwarp's RFC 7306 flag (IETF only)
-  bool same_host = false;  // both ends set uiwarp's same-host flag; the responder sent its offer
-  std::optional<SameHostOffer> peer_same_host; // initiator: the responder's offer, as received
-  std::vector<std::byte> peer_private_data;    // ULP private data from the peer
+  // The data path's: set as the exchange goes; `initiator` and `recv_wait_ms` from the role
+  // and the policy at the start.
+  ConnParams conn;
+  std::uint8_t peer_rev = 1;                // Rev the peer sent
+  bool enhanced = false;                    // RFC 6581 enhanced data exchanged
+  RtrSet peer_rtr;                          // RTR types the peer listed
+  std::vector<std::byte> peer_private_data; // ULP private data from the peer
 };
 
 enum class MpaRole : std::uint8_t { Initiator, Responder };

@@ -175,38 +175,28 @@ struct QpError {
 std::string describe(const QpError& e, bool terminate_sent);
 
 struct QpConfig {
+  // What the connection negotiated (or the defaults: IETF, CRC on, no markers, IRD/ORD 16).
+  // Its p2p mode and role place the RTR (RFC 6581 §9.2): the initiator sends conn.rtr first,
+  // the responder takes the first message for it.
+  ConnParams conn;
+  // This end's own limits.
   std::uint32_t qp_id = 1; // stream id for STag association (RFC 5041 §8.2)
   std::uint32_t pd = 1;
-  std::uint8_t version = kVersionIetf; // DDP/RDMAP version negotiated by MPA
-  bool crc = true;
-  bool markers_tx = false;
-  bool markers_rx = false;
   std::size_t mulpdu = 1460 - 6 - 2; // largest ULPDU to send (MPA-040)
-  std::uint16_t ird = 16;
-  std::uint16_t ord = 16;
-  bool rfc7306 = false; // accept Immediate Data and Atomics
   std::uint32_t sq_depth = 1024;
   std::uint32_t rq_depth = 1024;
   std::uint32_t max_sge = kMaxSge;       // at most kMaxSge
   std::uint32_t max_inline = kMaxInline; // at most kMaxInline
-  bool large_fpdu = false;    // both ends set siw's flag: accept FPDUs up to 65535 octets
-  bool initiator = true;      // MPA role: the responder never sends first (RFC 5044 r4)
-  std::optional<RtrType> rtr; // initiator: RTR to send first (RFC 6581 §9.2)
-  bool expect_rtr = false;    // responder: first message is the RTR (hidden)
   // HX-059 allows transparent recovery when a Send finds no receive buffer: hold the stream
   // (TCP then holds the sender, as IB's RNR does) until one is posted or the edge gives up
   // (rx_hold_expired). Off: the Terminate of RFC 5041 §7.2 at once.
   bool hold_for_buffer = false;
 };
 
-// The QP configuration a connection's negotiated parameters ask for, sending ULPDUs of at most
+// The QP configuration for a connection that negotiated `p`, sending ULPDUs of at most
 // `mulpdu` octets (MPA-040: from the EMSS; any size up to kMaxUlpdu once both ends agreed on
-// large FPDUs). Limits that are local (depths, SGEs, stream id, PD) keep their defaults.
+// large FPDUs). The local limits keep their defaults.
 QpConfig qp_config_from(const ConnParams& p, std::size_t mulpdu);
-// The same, straight from an MPA result.
-inline QpConfig qp_config_from_mpa(const MpaResult& mpa, MpaRole role, std::size_t mulpdu) {
-  return qp_config_from(conn_params(mpa, role), mulpdu);
-}
 
 // Shared receive queue: QPs take buffers from it when they need them. It has its own lock:
 // the QPs that share it take buffers from their own threads.
@@ -451,7 +441,8 @@ private:
   std::uint32_t tx_msn_[4] = {1, 1, 1, 1};
   std::uint32_t next_atomic_id_ = 1;
   std::array<std::byte, kUntaggedHdrLen + kAtomicRequestHdrLen> hdr_scratch_{}; // frame header
-  bool rtr_pending_ = false;
+  bool rtr_pending_ = false;  // initiator: the RTR goes first (RFC 6581 §5, EMPA-012)
+  bool rtr_expected_ = false; // responder: the first message is the RTR, hidden (RFC 6581 §9.2)
 
   // receive
   FpduRx rx_;
