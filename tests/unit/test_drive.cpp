@@ -2,7 +2,7 @@
 //
 // The drive policy (providers/uiwarp/drive/drive.hpp) on a virtual clock: when a post is held for
 // the next drive and when it goes, the receive back-off, parking, idle pollers' yields, the
-// progress thread's poll_at(), and the Read Response path's epochs. The provider's own tests
+// progress thread's poll_at(), and the Read Response path's timing rounds. The provider's own tests
 // (tests/cm: test_datapath, test_poll_yield, test_close_order) run the same rules for real.
 #include "catch_compat.hpp"
 #include "drive.hpp"
@@ -272,7 +272,7 @@ TEST_CASE("drive: a poller adopts a recent Read responder whose own CQs nobody p
   CHECK_FALSE(adopts(t, t - kResponderNs - 1, 0, 0, false));             // no Reads lately
 }
 
-TEST_CASE("drive: Read Responses take the cheaper path, timed in epochs", "[drive]") {
+TEST_CASE("drive: Read Responses take the cheaper path, timed in rounds", "[drive]") {
   constexpr std::uint64_t kMiB = 1 << 20;
   QpDrive d;
   CHECK(d.choose_path(QpDrive::SpliceMode::On) == QpDrive::Path::Splice);
@@ -289,24 +289,24 @@ TEST_CASE("drive: Read Responses take the cheaper path, timed in epochs", "[driv
     }
     return std::pair{on[0], on[1]};
   };
-  // The first epoch: kProbe octets on the path not preferred (splice), then copy; copying is
+  // The first round: kTrial octets on the path not preferred (splice), then copy; copying is
   // cheaper here, so it stays.
-  auto [c1, s1] = run(kFirstEpoch, 1, 2);
-  CHECK(s1 == kProbe);
-  CHECK(c1 == kFirstEpoch - kProbe);
+  auto [c1, s1] = run(kFirstRound, 1, 2);
+  CHECK(s1 == kTrial);
+  CHECK(c1 == kFirstRound - kTrial);
   CHECK(d.counters().path_changes == 0);
-  // The machine changes (splicing is now cheaper): the next epoch, probing splice again,
-  // switches, and the one after probes copy.
-  auto [c2, s2] = run(kEpoch, 2, 1);
-  CHECK(s2 == kProbe);
+  // The machine changes (splicing is now cheaper): the next round, trying splice again,
+  // switches, and the one after tries copy.
+  auto [c2, s2] = run(kRound, 2, 1);
+  CHECK(s2 == kTrial);
   CHECK(d.counters().path_changes == 1);
-  CHECK(d.choose_path(QpDrive::SpliceMode::Auto) == QpDrive::Path::Copy); // the probe
-  auto [c3, s3] = run(kEpoch, 2, 1);
-  CHECK(c3 == kProbe);
-  CHECK(s3 == kEpoch - kProbe);
+  CHECK(d.choose_path(QpDrive::SpliceMode::Auto) == QpDrive::Path::Copy); // the trial
+  auto [c3, s3] = run(kRound, 2, 1);
+  CHECK(c3 == kTrial);
+  CHECK(s3 == kRound - kTrial);
   CHECK(d.counters().path_changes == 1);
   // Less than kSwitchMargin apart: no change.
-  run(kEpoch, 1, 1);
+  run(kRound, 1, 1);
   CHECK(d.counters().path_changes == 1);
   CHECK(d.counters().spliced > 0);
   CHECK(d.counters().copied > 0);

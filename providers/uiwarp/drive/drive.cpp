@@ -256,10 +256,10 @@ QpDrive::Timer QpDrive::on_timer(Ns now, bool cq_armed) {
 QpDrive::Path QpDrive::choose_path(SpliceMode mode) const {
   if (mode == SpliceMode::Off) return Path::Copy;
   if (mode == SpliceMode::On) return Path::Splice;
-  // Each epoch begins with kProbe octets of the path not preferred, so a change of what is
-  // cheaper is seen within an epoch.
-  const bool probing = path_octets_[0] + path_octets_[1] < kProbe;
-  return prefer_splice_ != probing ? Path::Splice : Path::Copy;
+  // Each timing round begins with kTrial octets of the path not preferred, so a change of what
+  // is cheaper is seen within a round.
+  const bool trying = path_octets_[0] + path_octets_[1] < kTrial;
+  return prefer_splice_ != trying ? Path::Splice : Path::Copy;
 }
 
 void QpDrive::on_pushed(Path path, Ns ns, std::uint64_t octets) {
@@ -268,12 +268,12 @@ void QpDrive::on_pushed(Path path, Ns ns, std::uint64_t octets) {
   ++(path == Path::Splice ? c_.spliced : c_.copied);
   path_ns_[k] += ns;
   path_octets_[k] += octets;
-  // An epoch ends once both paths were timed (a probe can be all of a long push); then the
+  // A round ends once both paths were timed (a trial can be all of a long push); then the
   // path with less time per octet is preferred, the other by kSwitchMargin at least.
-  if (path_octets_[0] + path_octets_[1] < (epochs_ ? kEpoch : kFirstEpoch) || !path_octets_[0] ||
+  if (path_octets_[0] + path_octets_[1] < (rounds_ ? kRound : kFirstRound) || !path_octets_[0] ||
       !path_octets_[1])
     return;
-  ++epochs_;
+  ++rounds_;
   const double copy = static_cast<double>(path_ns_[0]) / static_cast<double>(path_octets_[0]);
   const double ref = static_cast<double>(path_ns_[1]) / static_cast<double>(path_octets_[1]);
   if (prefer_splice_ ? copy < kSwitchMargin * ref : ref < kSwitchMargin * copy) {

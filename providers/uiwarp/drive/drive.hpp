@@ -79,15 +79,15 @@ inline constexpr std::size_t kPollBudget = 256 << 10;
 inline constexpr std::size_t kReleaseBudget = 256 << 10;
 inline constexpr std::size_t kProgressBudget = 4 << 20;
 // Read Responses by reference (qp_splice.cpp): only pieces this large; each QP times both
-// paths, choosing after kFirstEpoch octets and then every kEpoch, each epoch's first kProbe
+// paths, choosing after kFirstRound octets and then every kRound, each round's first kTrial
 // octets on the path not preferred; a path must be a tenth cheaper to be chosen.
 inline constexpr std::size_t kSpliceMin = 16 << 10;
 // The same-host stream ring (samehost/stream_ring.hpp, its kLookNs): a peer that saw a poll look
 // at the ring this recently sends no doorbell, so the progress thread looks by then.
 inline constexpr Ns kRingLookNs = 1'000'000;
-inline constexpr std::uint64_t kFirstEpoch = 8 << 20;
-inline constexpr std::uint64_t kEpoch = 256 << 20;
-inline constexpr std::uint64_t kProbe = 4 << 20;
+inline constexpr std::uint64_t kFirstRound = 8 << 20;
+inline constexpr std::uint64_t kRound = 256 << 20;
+inline constexpr std::uint64_t kTrial = 4 << 20;
 inline constexpr double kSwitchMargin = 0.9;
 } // namespace tuning
 
@@ -256,7 +256,7 @@ private:
   Ns recv_wait_ = 0;
   // path choice
   bool prefer_splice_ = false;
-  std::uint32_t epochs_ = 0;
+  std::uint32_t rounds_ = 0;
   std::array<Ns, 2> path_ns_{};
   std::array<std::uint64_t, 2> path_octets_{};
   Counters c_;
