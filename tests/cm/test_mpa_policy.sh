@@ -43,6 +43,12 @@ out=$("$UIWARP" link add uiwarp1 netdev lo mpa-revision 3 2>&1)
 expect_match "uiwarp link add refuses a bad value, naming it" "bad value '3' for mpa-revision" "$out"
 out=$("$UIWARP" link add uiwarp1 netdev lo flavour mild 2>&1)
 expect_match "uiwarp link add refuses an unknown key, naming it" "'flavour' is not an MPA policy key" "$out"
+# both_rts FILE: uiwarp conn show, into FILE, lists both ends in RTS (an ASan build beside other
+# work can take seconds to get there).
+both_rts() {
+  "$UIWARP" conn show >"$1" 2>&1
+  [[ $(grep -c ' RTS ' "$1") == 2 ]]
+}
 # conn_show_during LABEL ENV... : a long rping under ENV (its server on SERVER_ADDR, default
 # 127.0.0.1), its connections as conn show lists them.
 conn_show_during() {
@@ -54,12 +60,7 @@ conn_show_during() {
   wait_listen "$p"
   env "$@" "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 100000 -S 64 >/dev/null 2>&1 &
   local c=$!
-  # Both ends in RTS (an ASan build beside other work can take seconds to get there).
-  for _ in $(seq 300); do
-    "$UIWARP" conn show >"$T/conn-$label" 2>&1
-    [[ $(grep -c ' RTS ' "$T/conn-$label") == 2 ]] && break
-    sleep 0.1
-  done
+  eventually 30 both_rts "$T/conn-$label"
   kill $c $s 2>/dev/null
   wait $c $s 2>/dev/null
   cat "$T/conn-$label"

@@ -39,12 +39,13 @@ spid=$!
 wait_listen -n "$B" 7020
 timeout 60 ip netns exec "$A" "$RUN" rping -c -a $SRV -p 7020 -C 100000 -S 64 >/dev/null 2>&1 &
 cpid=$!
-for _ in $(seq 50); do
+# both_paths: each namespace's uiwarp conn show names its connection's path (kept in $T).
+both_paths() {
   ip netns exec "$A" "$UIWARP" conn show >"$T/off-host.a" 2>&1
   ip netns exec "$B" "$UIWARP" conn show >"$T/off-host.b" 2>&1
-  grep -q "; path " "$T/off-host.a" && grep -q "; path " "$T/off-host.b" && break
-  sleep 0.1
-done
+  grep -q "; path " "$T/off-host.a" && grep -q "; path " "$T/off-host.b"
+}
+eventually 5 both_paths
 kill $cpid $spid 2>/dev/null
 wait $cpid $spid 2>/dev/null
 check "across namespaces, the client's path: tcp, the peer's address is not this host's" \

@@ -10,6 +10,11 @@ source "$(dirname "$0")/lib.sh"
 : "${UIWARP_NO_PTRACE:?the seccomp launcher (uiwarp-no-ptrace)}"
 UIWARP=$UIWARP_CLI
 
+# both_ends TEXT FILE: uiwarp conn show, into FILE, has TEXT on both ends' lines.
+both_ends() {
+  "$UIWARP" conn show >"$2" 2>&1
+  [[ $(grep -c -- "$1" "$2") == 2 ]]
+}
 # paths_during LABEL [LAUNCHER]: a long rping (its RDMA Reads and Writes), its connections' paths
 # as conn show lists them, one a line.
 paths_during() {
@@ -21,11 +26,7 @@ paths_during() {
   wait_listen "$p"
   "$RUN" "$@" rping -c -a 127.0.0.1 -p "$p" -C 100000 -S 4096 >/dev/null 2>&1 &
   local c=$!
-  for _ in $(seq 100); do
-    "$UIWARP" conn show >"$T/conn-$label" 2>&1
-    [[ $(grep -c -- "$want" "$T/conn-$label") == 2 ]] && break
-    sleep 0.1
-  done
+  eventually 10 both_ends "$want" "$T/conn-$label"
   kill $c $s 2>/dev/null
   wait $c $s 2>/dev/null
   grep -o '; path .*' "$T/conn-$label" | sort

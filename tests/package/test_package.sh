@@ -181,12 +181,10 @@ rping_pair() { # NAME PORT: rping server and client as nobody, -C 10 -v, loopbac
     "$(grep -c '^server ping data' "$TT/$1.server")"
 }
 # stop_user_daemon: ends nobody's per-user uiwarpd and waits until it is gone.
+no_user_daemon() { ! pgrep -u 65534 -f "^/usr/sbin/uiwarpd --socket" >/dev/null; }
 stop_user_daemon() {
   pkill -u 65534 -f "^/usr/sbin/uiwarpd --socket" || return 0
-  for _ in $(seq 50); do
-    pgrep -u 65534 -f "^/usr/sbin/uiwarpd --socket" >/dev/null || return 0
-    sleep 0.1
-  done
+  eventually 5 no_user_daemon
 }
 rping_pair rping-per-user 7174
 stop_user_daemon
@@ -214,12 +212,12 @@ s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666)
 with open(sys.argv[2], "w") as f:
     f.write(s.recv(4096).decode() + "\n")
 PY
-for i in $(seq 50); do [[ -S /run/pkgtest/notify.sock ]] && break; sleep 0.1; done
+eventually 5 test -S /run/pkgtest/notify.sock
 # The service's DynamicUser stands as uid 61234.
 systemd-socket-activate --seqpacket -l "$sock" -E NOTIFY_SOCKET="/run/pkgtest/notify.sock" \
   setpriv --reuid=61234 --regid=61234 --clear-groups $exec_start >"$TT/uiwarpd.log" 2>&1 &
 sapid=$!
-for i in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
+eventually 5 test -S "$sock"
 chmod "$mode" "$sock"
 sh -c "${post//%%/%}"
 expect_eq "ExecStartPost wrote this network namespace's inode" \
@@ -227,7 +225,7 @@ expect_eq "ExecStartPost wrote this network namespace's inode" \
 out=$(as_nobody UIWARP_DEBUG=1 /usr/bin/uiwarp-run ibv_devinfo 2>&1)
 expect_match "ibv_devinfo with the system daemon" "hca_id:[[:space:]]+uiwarp0" "$out"
 expect_match "uiwarp-run chose the system daemon" "uiwarpd /run/uiwarp/uiwarpd.sock: the system" "$out"
-for i in $(seq 50); do [[ -s $TT/notify.log ]] && break; sleep 0.1; done
+eventually 5 test -s "$TT/notify.log"
 expect_match "uiwarpd told systemd READY=1" "READY=1" "$(cat "$TT/notify.log")"
 check "the system uiwarpd runs as its own user" pgrep -u 61234 -x uiwarpd
 rping_pair rping-system 7175
@@ -240,7 +238,7 @@ check "no per-user uiwarpd was started" test -z "$(pgrep -u 65534 uiwarpd)"
 as_nobody timeout 120 /usr/bin/uiwarp-run rping -s -P -a 127.0.0.1 -p 7176 -v \
   >"$TT/upgrade.server" 2>&1 &
 upspid=$!
-for i in $(seq 50); do ss -Hltn "sport = :7176" | grep -q . && break; sleep 0.1; done
+wait_listen -t 5 7176
 check "dpkg -i again (an upgrade) while a program listens" \
   dpkg -i "$P"/ibverbs-provider-uiwarp_*.deb "$P"/uiwarp_*.deb
 old=$(pgrep -u 61234 -x uiwarpd)
@@ -249,7 +247,7 @@ wait "$sapid" 2>/dev/null
 rm -f "$sock" # systemd makes the socket anew; so the mode below is set on the new one
 systemd-socket-activate --seqpacket -l "$sock" \
   setpriv --reuid=61234 --regid=61234 --clear-groups $exec_start >"$TT/uiwarpd2.log" 2>&1 &
-for i in $(seq 50); do [[ -S $sock ]] && break; sleep 0.1; done
+eventually 5 test -S "$sock"
 chmod "$mode" "$sock"
 check "after the upgrade's restart (uiwarpd $old stopped) the listener is registered again" \
   wait_listed /usr/bin/uiwarp 7176 --socket "$sock"
