@@ -92,7 +92,7 @@ int attach(std::uint32_t qp_num, int fd, const iwarp::ConnParams& p) noexcept {
     qp->early.recv.pop_front();
   }
   qp->conn.fd = fd;
-  qp->drv.set_recv_wait(recv_wait_ms(p) * 1'000'000);
+  qp->policy.set_recv_wait(recv_wait_ms(p) * 1'000'000);
   qp->note_endpoints();
   if (int err = ctx->progress()->add(qp)) {
     qp->engine.reset();

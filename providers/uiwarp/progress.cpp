@@ -105,7 +105,7 @@ void Progress::sync(Qp* qp, drive::Ns now) {
     return;
   }
   const bool held = qp->engine->rx_held();
-  const bool parked = qp->drv.parked();
+  const bool parked = qp->policy.parked();
   const bool ring = qp->same_host.rx_ring;
   std::uint32_t want = 0;
   // A held stream is not read. A QP reading the ring is watched even when parked: its socket
@@ -125,19 +125,19 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   // Once on the list, the QP is looked at by its poll_at() of then, and every look computes it
   // again: taking the list's lock on each drive of a parked QP would be a lock shared by the
   // context on every message.
-  if ((parked || held || qp->drv.ring_look_due()) && !qp->watch.timed) schedule(qp, now);
+  if ((parked || held || qp->policy.ring_look_due()) && !qp->watch.timed) schedule(qp, now);
 }
 
 void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {
-  if (qp->drv.parked() == parked) return;
-  qp->drv.set_parked(parked);
+  if (qp->policy.parked() == parked) return;
+  qp->policy.set_parked(parked);
   for (Cq* cq : {qp->send_cq(), qp->recv_cq()})
     cq->parked.fetch_add(parked ? 1 : -1, std::memory_order_relaxed);
   sync(qp, now);
 }
 
 void Progress::polled(Qp* qp, drive::Ns now, bool empty) {
-  switch (qp->drv.on_poll(now, empty, cq_armed(qp))) {
+  switch (qp->policy.on_poll(now, empty, cq_armed(qp))) {
   case drive::QpDrive::Park::Park: set_parked(qp, true, now); break;
   case drive::QpDrive::Park::Unpark: set_parked(qp, false, now); break;
   case drive::QpDrive::Park::Keep: break;
@@ -145,7 +145,7 @@ void Progress::polled(Qp* qp, drive::Ns now, bool empty) {
 }
 
 void Progress::schedule(Qp* qp, drive::Ns now) {
-  const drive::QpDrive::Wake w = qp->drv.poll_at(now);
+  const drive::QpDrive::Wake w = qp->policy.poll_at(now);
   if (w.at == drive::kNever) return;
   bool wake;
   {
@@ -220,10 +220,10 @@ void Progress::take_events(int n, const epoll_event* evs, drive::Ns now) {
     }
     std::lock_guard lock(qp->mu);
     if (!qp->connected()) continue;
-    if (qp->drv.parked()) {
+    if (qp->policy.parked()) {
       // Room in its socket, an error or a hang-up reach a parked QP: send what waits for
       // the room; take the QP back on an error or hang-up, or once its pollers stopped.
-      if (qp->drv.keeps_parked(now, evs[i].events & (EPOLLERR | EPOLLHUP))) {
+      if (qp->policy.keeps_parked(now, evs[i].events & (EPOLLERR | EPOLLHUP))) {
         if (evs[i].events & EPOLLOUT) qp->drive(Driver::Writable, now);
         // A doorbell or the end for a QP that reads the ring: its pollers never read the socket.
         if (qp->same_host.rx_ring && (evs[i].events & (EPOLLIN | EPOLLRDHUP)))
@@ -273,7 +273,7 @@ void Progress::check_timers(drive::Ns now) {
     }
     drive::QpDrive::Wake next;
     if (qp->connected()) {
-      const drive::QpDrive::Timer t = qp->drv.on_timer(now, cq_armed(qp));
+      const drive::QpDrive::Timer t = qp->policy.on_timer(now, cq_armed(qp));
       if (t.unpark) {
         set_parked(qp, false, now); // level-triggered epoll reports what is already waiting
         qp->drive(Driver::Progress, now);
@@ -285,7 +285,7 @@ void Progress::check_timers(drive::Ns now) {
       if (t.send_held) qp->drive(Driver::Writable, now);
       // The ring's last look by a poll is old: what came after it came without a doorbell.
       if (t.ring_look) qp->drive(Driver::Progress, now);
-      if (qp->connected()) next = qp->drv.poll_at(now);
+      if (qp->connected()) next = qp->policy.poll_at(now);
     }
     qp->watch.timed = next.at != drive::kNever;
     {

@@ -173,7 +173,7 @@ struct Cq {
   std::shared_mutex qps_mu;
   std::vector<Qp*> qps;
   std::atomic<int> parked{0};
-  drive::CqDrive drv; // when it was polled, and whether an idle poller gives way (drive.hpp)
+  drive::CqDrive policy; // when it was polled, and whether an idle poller gives way (drive.hpp)
 
   Context* ctx();
   // Adds completions; signals the channel if armed (and solicited, when asked).
@@ -310,7 +310,7 @@ struct Qp {
 
   // ---- who moves the bytes, and when (drive.hpp): held posts, the receive back-off,
   // parking, held Sends, the Read Response path; its counters ----
-  drive::QpDrive drv;
+  drive::QpDrive policy;
 
   // ---- what the progress thread does with it (progress.cpp) ----
   struct Watch {

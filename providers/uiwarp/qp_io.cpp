@@ -52,18 +52,18 @@ void Qp::drive(Driver who, drive::Ns now) {
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
   if (srq && engine->rx_held()) engine->rx_retry();
   const bool has_progress = ctx()->progress() != nullptr;
-  bool retry_full = drv.retry_full(who, conn.want_write, has_progress, now);
+  bool retry_full = policy.retry_full(who, conn.want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
   // at once, it would have gone before a close that this read may find, and a close found
   // first flushes it (ibv_srq_pingpong's last Send, when the peer, done, had closed while the
   // Send waited for the poll; test_close_order.cpp).
-  drv.on_drive(who);
-  if (drv.deferred()) push_tx(retry_full);
+  policy.on_drive(who);
+  if (policy.deferred()) push_tx(retry_full);
   switch (who) {
-  case Driver::Poll: drv.on_read(who, pull_rx(who, drive::tuning::kPollBudget, now), now); break;
+  case Driver::Poll: policy.on_read(who, pull_rx(who, drive::tuning::kPollBudget, now), now); break;
   case Driver::Release: pull_rx(who, drive::tuning::kReleaseBudget, now); break;
   case Driver::Progress:
-    drv.on_read(who, pull_rx(who, drive::tuning::kProgressBudget, now), now);
+    policy.on_read(who, pull_rx(who, drive::tuning::kProgressBudget, now), now);
     break;
   case Driver::Post:
   case Driver::Writable:
@@ -74,13 +74,13 @@ void Qp::drive(Driver who, drive::Ns now) {
   const bool rung = std::exchange(same_host.rung, false);
   if (rung || (conn.want_write && same_host.tx_ring && same_host.outbound &&
                same_host.outbound.room_again(samehost::kRingData / 4)))
-    retry_full = drv.retry_full(who, conn.want_write, has_progress, now, true);
+    retry_full = policy.retry_full(who, conn.want_write, has_progress, now, true);
   if (engine->inbound_reads_queued()) {
-    drv.on_reads_queued(now);
+    policy.on_reads_queued(now);
     ctx()->reads_ns.store(now, std::memory_order_relaxed);
   }
   push_tx(retry_full);
-  if (conn.want_write) drv.on_full(who, now);
+  if (conn.want_write) policy.on_full(who, now);
   after_io();
   if (Progress* p = ctx()->progress()) p->sync(this, now);
 }
@@ -95,19 +95,19 @@ void Qp::drive_posted(bool reads_only) {
   post.can_hold = connected() && !conn.peer_closed && engine->state() == iwarp::QpState::Rts &&
                   !scq->armed.load(std::memory_order_relaxed);
   post.has_progress = p != nullptr;
-  post.send_cq_polled = scq->drv.polled_at();
-  switch (drv.on_post(post, now)) {
+  post.send_cq_polled = scq->policy.polled_at();
+  switch (policy.on_post(post, now)) {
   case drive::QpDrive::PostAction::HoldAndSchedule: p->schedule(this, now); break;
   case drive::QpDrive::PostAction::Hold: break;
   case drive::QpDrive::PostAction::Send:
     drive(Driver::Post, now);
-    drv.on_post_sent(now, mono_ns());
+    policy.on_post_sent(now, mono_ns());
     break;
   }
 }
 
 void Qp::push_tx(bool retry_full) {
-  drv.on_transmit();
+  policy.on_transmit();
   if (!connected() || conn.peer_closed) return;
   // The peer waits for room in our ring, which a read of it made (qp_ring.cpp).
   if (same_host.ring_back && same_host.tx_ring) {
@@ -238,7 +238,7 @@ bool Qp::pull_rx(Driver who, std::size_t budget, drive::Ns now) {
     rx.pos = 0;
     rx.end = stream - placed;
   }
-  if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
+  if (policy.on_held(engine->rx_held(), now)) report_recv_wait();
   return got_any;
 }
 
@@ -293,7 +293,7 @@ void Qp::after_io() {
     if (!graceful) report_end();
     if (const ShimOps* sh = shim())
       sh->qp_event(vqp.qp.qp_num, graceful ? QpEvent::Disconnected : QpEvent::Error, why,
-                   drv.counters().describe().c_str());
+                   policy.counters().describe().c_str());
   }
   reap();
   if (entered_err) last_wqe_reached(); // after the flushed completions
@@ -367,9 +367,9 @@ void Qp::detach() {
   conn.want_write = conn.fin_sent = conn.peer_closed = conn.event_reported =
       conn.recv_wait_reported = false;
   rx.pos = rx.end = 0;
-  drv.reset_connection();
-  if (drv.parked()) {
-    drv.set_parked(false);
+  policy.reset_connection();
+  if (policy.parked()) {
+    policy.set_parked(false);
     for (Cq* cq : {send_cq(), recv_cq()})
       cq->parked.fetch_sub(1, std::memory_order_relaxed);
   }
@@ -378,7 +378,7 @@ void Qp::detach() {
 void Qp::unref() {
   if (refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   detach();
-  ctx()->add_drive_counters(drv.counters());
+  ctx()->add_drive_counters(policy.counters());
   delete this;
 }
 

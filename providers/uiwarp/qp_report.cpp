@@ -43,7 +43,7 @@ void Qp::report_recv_wait() {
   if (conn.recv_wait_reported) return;
   conn.recv_wait_reported = true;
   log::error("provider", endpoints() + ": a Send arrived with no receive posted; it waits up to " +
-                             std::to_string(drv.recv_wait() / 1'000'000) +
+                             std::to_string(policy.recv_wait() / 1'000'000) +
                              " ms for one (recv-wait-ms): an iWARP RNIC or siw would have "
                              "terminated here (UIWARP_RECV_WAIT_MS=0 does so too)");
 }

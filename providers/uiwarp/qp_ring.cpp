@@ -117,7 +117,7 @@ void Qp::push_ring() {
     r.unpin(same_host.outbound_slot);
     if (n) {
       engine->tx_advance(n);
-      drv.on_ring_written(n);
+      policy.on_ring_written(n);
       wrote = true;
     }
     if (same_host.tx_closed) return ring_discard();
@@ -164,7 +164,7 @@ bool Qp::ring_rx_ready() {
   if (start == 0 || start - 1 != same_host.rx_tcp) return false;
   same_host.rx_ring = true;
   if (same_host.inbound.framing() & samehost::kRingNoCrc) engine->rx_crc_off_from(start - 1);
-  drv.set_ring();
+  policy.set_ring();
   // A responder still waiting for the answer has it now: the initiator wrote it first.
   if (same_host.state == SameHost::State::Waiting) same_host_finish();
   return true;
@@ -224,7 +224,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
   }
   if (who == Driver::Poll) {
     same_host.inbound.looked(now); // before the peek: the doorbell rule's order (stream_ring.hpp)
-    drv.on_ring_look(now);
+    policy.on_ring_look(now);
   }
   bool empty = false;
   while (budget > 0) {
@@ -260,7 +260,7 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
     engine->on_peer_closed(!same_host.rx_reset); // a reset stays one (RFC 5044 §8 code 1)
     conn.peer_closed = true;
   }
-  if (drv.on_held(engine->rx_held(), now)) report_recv_wait();
+  if (policy.on_held(engine->rx_held(), now)) report_recv_wait();
   return got_any;
 }
 

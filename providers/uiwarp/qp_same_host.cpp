@@ -354,7 +354,7 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     return false;
   using drive::TcpReason;
   const auto tcp = [this](TcpReason r) {
-    drv.on_same_host_tcp(static_cast<std::uint8_t>(r));
+    policy.on_same_host_tcp(static_cast<std::uint8_t>(r));
     return false;
   };
   drive::GateFacts f;
@@ -375,9 +375,9 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
     f.octets = total;
     f.now = mono_ns();
-    f.send_cq_polled = send_cq()->drv.polled_at();
+    f.send_cq_polled = send_cq()->policy.polled_at();
   }
-  const drive::Gate g = drive::decide(f, drv);
+  const drive::Gate g = drive::decide(f, policy);
   if (!g.copy) {
     // A child of fork() posting on its parent's QP: the pins and the peer's watch are the
     // parent's, so the child never copies (its copy of the mapping goes, nothing else).
@@ -399,8 +399,8 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
                       " the peer failed: TCP from here on");
     return tcp(TcpReason::Fault);
   }
-  drv.on_same_host_copied();
-  drv.on_copied(f.now, mono_ns());
+  policy.on_same_host_copied();
+  policy.on_copied(f.now, mono_ns());
   if (w.signaled) {
     const auto c = iwarp::Completion::make(w.wr_id, iwarp::WcStatus::Success,
                                            iwarp::completion_opcode(w.opcode),

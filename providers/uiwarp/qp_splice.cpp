@@ -67,7 +67,7 @@ bool Qp::want_splice(PushClock& clock) {
   // A push keeps the path it started with.
   if (!clock.t0) {
     clock.t0 = mono_ns();
-    clock.path = drv.choose_path(mode);
+    clock.path = policy.choose_path(mode);
   }
   if (clock.path != drive::QpDrive::Path::Splice) return false;
   if (tx.pipe[0] >= 0) return true;
@@ -87,7 +87,7 @@ bool Qp::want_splice(PushClock& clock) {
 
 // A timed push ends: its path's time and octets count towards the next choice.
 Qp::PushClock::~PushClock() {
-  if (t0) qp->drv.on_pushed(path, mono_ns() - t0, octets);
+  if (t0) qp->policy.on_pushed(path, mono_ns() - t0, octets);
 }
 
 std::size_t Qp::fill_pipe() {

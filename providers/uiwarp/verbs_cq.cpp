@@ -178,7 +178,7 @@ int destroy_cq(ibv_cq* ibcq) noexcept {
   if (cq->users.load() > 0) return EBUSY;
   Context* ctx = cq->ctx();
   drive::Counters c;
-  c.yields = cq->drv.yields();
+  c.yields = cq->policy.yields();
   ctx->add_drive_counters(c);
   delete cq;
   ctx->uncount(&Context::cqs);
@@ -245,12 +245,12 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
   Progress* p = cq->ctx()->progress();
   for (Qp* qp : cq->qps) {
     const bool ring = qp->same_host.rx_ring.load(std::memory_order_relaxed);
-    if ((qp->drv.deferred() || ring) && qp->mu.try_lock()) {
+    if ((qp->policy.deferred() || ring) && qp->mu.try_lock()) {
       // Octets written before the withdrawal are read now: their completions signal the channel.
       qp->drive(ring && qp->ring_unlook() ? Driver::Release : Driver::Arm, now);
       qp->mu.unlock();
     }
-    parked = parked || qp->drv.parked();
+    parked = parked || qp->policy.parked();
   }
   if (p && parked) p->kick();
   return 0;
@@ -262,13 +262,13 @@ int req_notify_cq(ibv_cq* ibcq, int solicited_only) noexcept {
 void Cq::drive_one(Qp* qp, drive::Ns now, Progress* p, bool empty, bool adopted) {
   // A quiet socket tried a moment ago is left alone without taking the lock: a poller that
   // took it on every poll would starve the progress thread of it.
-  if (qp->drv.poll_skips(now)) {
-    qp->drv.on_skipped_poll(now);
+  if (qp->policy.poll_skips(now)) {
+    qp->policy.on_skipped_poll(now);
     return;
   }
   if (!qp->mu.try_lock()) return; // another thread is moving its bytes right now
   if (qp->connected()) {
-    if (adopted) qp->drv.on_adopted();
+    if (adopted) qp->policy.on_adopted();
     qp->drive(Driver::Poll, now);
     if (p) p->polled(qp, now, empty);
   }
@@ -280,7 +280,7 @@ bool Cq::ready() {
   if (count.load(std::memory_order_acquire) > 0) return true;
   const drive::Ns now = drive();
   if (count.load(std::memory_order_acquire) > 0) return true;
-  if (drv.on_idle_poll(now, ctx()->reads_ns.load(std::memory_order_relaxed))) ::sched_yield();
+  if (policy.on_idle_poll(now, ctx()->reads_ns.load(std::memory_order_relaxed))) ::sched_yield();
   return false;
 }
 
@@ -290,7 +290,7 @@ drive::Ns Cq::drive() {
   // then waits): the progress thread serves its QPs, and a poll that drove them too would
   // only contend with it for each message (rping ran at half speed).
   if (armed.load(std::memory_order_relaxed)) return now;
-  drv.on_poll(now);
+  policy.on_poll(now);
   Progress* p = ctx()->progress();
   std::size_t mine = 0;
   {
@@ -314,7 +314,7 @@ void Cq::adopt(drive::Ns now, Progress* p, std::size_t mine) {
     Cq* s = qp->send_cq();
     Cq* r = qp->recv_cq();
     if (s == this || r == this) continue; // its own poller drives it
-    if (drive::adopts(now, qp->drv.reads_at(), s->drv.polled_at(), r->drv.polled_at(),
+    if (drive::adopts(now, qp->policy.reads_at(), s->policy.polled_at(), r->policy.polled_at(),
                       s->armed.load(std::memory_order_relaxed) ||
                           r->armed.load(std::memory_order_relaxed)))
       drive_one(qp, now, p, true, true);
@@ -323,13 +323,13 @@ void Cq::adopt(drive::Ns now, Progress* p, std::size_t mine) {
 
 void Cq::unpark() {
   const drive::Ns now = mono_ns();
-  drv.on_handed_out(now); // its poller is busy: no adoption, not idle
+  policy.on_handed_out(now); // its poller is busy: no adoption, not idle
   if (parked.load(std::memory_order_relaxed) == 0) return;
   Progress* p = ctx()->progress();
   if (!p) return;
   std::shared_lock lock(qps_mu);
   for (Qp* qp : qps) {
-    if (!qp->drv.parked()) continue;
+    if (!qp->policy.parked()) continue;
     if (qp->mu.try_lock()) {
       p->set_parked(qp, false, now);
       qp->mu.unlock();

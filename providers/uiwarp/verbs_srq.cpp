@@ -131,7 +131,7 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
   {
     std::lock_guard lock(srq->qps_mu);
     for (Qp* qp : srq->qps) {
-      if (!qp->drv.held()) continue; // read without the lock: a hint, checked below
+      if (!qp->policy.held()) continue; // read without the lock: a hint, checked below
       if (!qp->mu.try_lock()) {
         busy = true;
         continue;
