@@ -151,7 +151,8 @@ struct Cq {
   verbs_cq vcq;
   bool extended = false;
   std::mutex mu;
-  std::vector<ibv_wc> ring; // capacity = cqe
+  std::atomic<bool> event_lost{false}; // a channel event was lost and reported (Cq::push)
+  std::vector<ibv_wc> ring;            // capacity = cqe
   std::size_t head = 0;
   // Written under `mu`; read without it by pollers to return at once when empty,
   // so a spinning poller does not keep taking the lock the producer needs.

@@ -4,12 +4,14 @@
 // classic poll_cq and the extended (ibv_cq_ex) iterator; notification through
 // completion channels, whose fds the shim creates and the CQ writes to.
 #include "provider.hpp"
+#include "uiwarp/log.hpp"
 
 #include <cerrno>
 #include <mutex>
 #include <new>
 #include <sched.h>
 #include <shared_mutex>
+#include <string>
 #include <unistd.h>
 
 namespace uiwarp {
@@ -129,11 +131,23 @@ void Cq::push(const ibv_wc& wc, bool solicited) {
   ibv_comp_channel* ch = vcq.cq.channel;
   Context* c = ctx();
   if (notify && ch && c->comp_channel_wfd) {
-    int wfd = c->comp_channel_wfd(ch->fd);
+    const int wfd = c->comp_channel_wfd(ch->fd);
     // ib_uverbs_comp_event_desc: the CQ handle libibverbs turns back into the ibv_cq*.
-    std::uint64_t handle = reinterpret_cast<std::uintptr_t>(&vcq.cq);
-    if (wfd >= 0) [[maybe_unused]]
-      ssize_t n = ::write(wfd, &handle, sizeof handle);
+    const std::uint64_t handle = reinterpret_cast<std::uintptr_t>(&vcq.cq);
+    ssize_t n = -1;
+    if (wfd >= 0) {
+      do
+        n = ::write(wfd, &handle, sizeof handle);
+      while (n < 0 && errno == EINTR);
+    }
+    // A thread asleep on the channel would wait for this event forever: say so, once a CQ.
+    if (n != static_cast<ssize_t>(sizeof handle) && !event_lost.exchange(true)) {
+      const int err = wfd < 0 ? EBADF : errno;
+      log::error("cq", std::string("a completion event of an armed CQ could not be delivered (") +
+                           (wfd < 0 ? "its completion channel is not known to the shim"
+                                    : "the channel's write failed") +
+                           ", errno " + std::to_string(err) + "): its waiter is not woken");
+    }
   }
 }
 
