@@ -16,19 +16,22 @@ using namespace dp;
 namespace {
 thread_local int t_yields = 0;
 
-// Polls `cq` for `span`, each poll finding nothing; returns the longest gap between two
-// polls (a thread preempted there may see more of the streak than `span`).
+// Polls `cq` for `span`, each poll finding nothing; returns the longest time from one clock
+// reading to the next, each poll between two of them (a thread preempted there may see more
+// of the streak than `span`). The last poll counts too: preempted before it reads its own
+// clock, the provider would see a streak up to that gap longer.
 std::chrono::nanoseconds poll_empty(ibv_cq* cq, std::chrono::microseconds span) {
   ibv_wc wc;
   const auto t0 = std::chrono::steady_clock::now();
   auto last = t0;
   std::chrono::nanoseconds gap{0};
-  for (auto now = t0; now - t0 < span; now = std::chrono::steady_clock::now()) {
+  for (;;) {
+    REQUIRE(ibv_poll_cq(cq, 1, &wc) == 0);
+    const auto now = std::chrono::steady_clock::now();
     gap = std::max(gap, std::chrono::nanoseconds(now - last));
     last = now;
-    REQUIRE(ibv_poll_cq(cq, 1, &wc) == 0);
+    if (now - t0 >= span) return gap;
   }
-  return gap;
 }
 
 // A Send the server receives: its poll returns a completion, which ends an empty streak.
