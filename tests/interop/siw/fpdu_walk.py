@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Walks the FPDUs one side of an MPA connection sent, from tshark's reassembled byte stream.
 
-    tshark -r CAP -q -z follow,tcp,raw,STREAM | fpdu_walk.py SENDER-IP
+    tshark -r CAP -q -z follow,tcp,raw,STREAM | fpdu_walk.py SENDER-IP [--reset]
 
 A second opinion, independent of uiwarp's code and of Wireshark's MPA dissector, for the capture
 check (cases.sh): Wireshark 4.0's heuristic MPA dissector loses FPDU sync after an FPDU that spans
@@ -15,7 +15,10 @@ speaks no other). Markers are not supported (siw refuses them).
 
 Prints one line: "fpdus N bad-crc B bad-version V trailing T crc on|off", exit 0 when every FPDU
 is good and the stream ends on an FPDU boundary (a connection that ended after its MPA frames
-has none), 1 otherwise, 2 when it cannot walk the stream.
+has none), 1 otherwise, 2 when it cannot walk the stream. --reset: the connection ended in a
+TCP reset, which discards what the sender had not yet sent (RFC 793 §3.5, "abort"), so its
+octets may stop inside an FPDU: the line then ends "after a reset" and trailing octets are no
+failure. Every FPDU that did go out is still checked.
 """
 import sys
 
@@ -52,14 +55,18 @@ def mpa_frame(b):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    reset = "--reset" in args
+    if reset:
+        args.remove("--reset")
+    if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     nodes, data = parse_follow(sys.stdin)
-    if sys.argv[1] not in nodes:
-        print("cannot walk: %s is not an end of this stream (%s)" % (sys.argv[1], nodes))
+    if args[0] not in nodes:
+        print("cannot walk: %s is not an end of this stream (%s)" % (args[0], nodes))
         return 2
-    me = nodes.index(sys.argv[1])
+    me = nodes.index(args[0])
     mine, peer = data[me], data[1 - me]
     f, g = mpa_frame(mine), mpa_frame(peer)
     if not f or not g:
@@ -89,9 +96,10 @@ def main():
         fpdus += 1
         pos = end
     trailing = n - pos
-    print("fpdus %d bad-crc %d bad-version %d trailing %d crc %s"
-          % (fpdus, bad_crc, bad_ver, trailing, "on" if crc_on else "off"))
-    return 0 if not bad_crc and not bad_ver and not trailing else 1
+    print("fpdus %d bad-crc %d bad-version %d trailing %d crc %s%s"
+          % (fpdus, bad_crc, bad_ver, trailing, "on" if crc_on else "off",
+             " after a reset" if reset else ""))
+    return 0 if not bad_crc and not bad_ver and (reset or not trailing) else 1
 
 
 if __name__ == "__main__":
