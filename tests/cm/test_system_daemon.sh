@@ -90,7 +90,8 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null &&
   wait_listen "$q"
   timeout 60 "$RUN" rping -c -a 127.0.0.1 -p "$q" -C 100000 >"$T/a.client" 2>&1 &
   acpid=$!
-  sleep 1
+  a_connected() { "$UIWARP_CLI" status --socket "$sock" 2>&1 | grep -q "connections: [1-9]"; }
+  eventually 10 a_connected
   a_view=$("$UIWARP_CLI" status --socket "$sock" 2>&1)
   b_view=$("${as_b[@]}" "$UIWARP_CLI" status --socket "$sock" 2>&1)
   expect_match "user A (root) sees its listener in uiwarp status" "127\.0\.0\.1:$p pid" "$a_view"

@@ -20,11 +20,18 @@ cat >"$T/workload.sh" <<'EOF'
 #!/bin/sh
 # workload.sh UIWARP-RUN: the programs of the container test, on lo, one marker per success.
 run=$1
+# listening PORT: a socket of this network namespace listens on PORT (state 0A), within 10 s.
+listening() {
+  hex=$(printf ':%04X ' "$1") i=0
+  until grep -q "^ *[0-9]*: [0-9A-F]*$hex[0-9A-F:]* 0A " /proc/net/tcp; do
+    i=$((i + 1)); [ $i -lt 100 ] || return 1; sleep 0.1
+  done
+}
 echo "caps $(grep CapEff /proc/self/status | tr -d '\t') memlock $(ulimit -l) uid $(id -u)"
 $run ibv_devinfo >/tmp/devinfo 2>&1 && grep -q "PORT_ACTIVE" /tmp/devinfo &&
   grep -q "transport:.*iWARP" /tmp/devinfo && echo "OK ibv_devinfo"
 $run rping -s -a 127.0.0.1 -p 7781 -C 20 -v >/tmp/rping.s 2>&1 &
-sleep 1
+listening 7781
 $run rping -c -a 127.0.0.1 -p 7781 -C 20 -v >/tmp/rping.c 2>&1
 rc=$?
 # rping 44's own exit race (rping_lost_exit_race in scripts/lib/common.sh; rdma-core PR #1622).
@@ -34,7 +41,7 @@ rc=$?
 [ $rc = 0 ] && [ "$(grep -c '^ping data' /tmp/rping.c)" = 20 ] && echo "OK rping"
 wait
 $run ib_write_bw -R -p 7782 -n 200 >/tmp/bw.s 2>&1 &
-sleep 1
+listening 7782
 $run ib_write_bw -R -p 7782 -n 200 127.0.0.1 >/tmp/bw.c 2>&1 && grep -qE '^ 65536 +200 ' /tmp/bw.c &&
   echo "OK ib_write_bw $(awk '$1 == 65536 { print $4 " MB/s" }' /tmp/bw.c)"
 wait

@@ -27,7 +27,7 @@ fi
 # (IB-style connect: tests/cm/test_ib_connect.sh).
 port=$(free_port)
 VERBS_LOG_LEVEL=2 timeout 20 "$RUN" ibv_rc_pingpong -p "$port" >"$T/pp.server" 2>&1 &
-sleep 1
+wait_listen "$port" # its own TCP socket, for the exchange of addresses
 VERBS_LOG_LEVEL=2 timeout 20 "$RUN" ibv_rc_pingpong -p "$port" 127.0.0.1 >"$T/pp.client" 2>&1
 rc=$?
 wait
