@@ -150,6 +150,9 @@ void Qp::push_tx(bool retry_full) {
     clock.octets += static_cast<std::size_t>(n);
   }
   conn.want_write = false;
+  // The peer waits for room in our ring, and our stream was still on TCP, where a doorbell
+  // would be a stream octet: TCP holds all of it now, so switch and ring (push_ring).
+  if (same_host.ring_back && ring_tx_ready()) push_ring();
 }
 
 void Qp::tx_error(int err) {

@@ -127,7 +127,10 @@ void Qp::push_ring() {
       break;
     }
   }
-  if (wrote && same_host.outbound.needs_doorbell(mono_ns())) doorbell();
+  // A ring-back owed from before the switch goes too (push_tx serves it only once switched):
+  // a writer waiting for room, whose poller sleeps, has nothing else to wake it.
+  const bool owed = std::exchange(same_host.ring_back, false);
+  if (owed || (wrote && same_host.outbound.needs_doorbell(mono_ns()))) doorbell();
 }
 
 Qp::SocketEnd Qp::read_doorbells(bool& got) {
