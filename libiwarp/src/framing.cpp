@@ -321,6 +321,7 @@ void FpduRx::advance(std::size_t n) {
 
   if (state_ == State::Length && got_ == 0) {
     fpdu_start_ = pos_ - n;
+    if (fpdu_start_ >= crc_off_from_) crc_ = false;
     // The CRC already began at a leading marker, if there was one (MPA-027).
     if (!crc_started_) crc_state_ = kCrcInitState;
   }
@@ -387,7 +388,9 @@ std::size_t FpduRx::feed(ConstBytes in) {
   const std::byte* run = in.data();
   std::size_t run_len = 0;
   auto flush = [&] {
-    if (run_len && !error_) crc_state_ = crc32c_update(crc_state_, ConstBytes(run, run_len));
+    // crc_ as it is now: a run lies in one FPDU, and crc_off_from turns CRC off between two.
+    if (run_len && !error_ && crc_)
+      crc_state_ = crc32c_update(crc_state_, ConstBytes(run, run_len));
     run_len = 0;
   };
   while (!in.empty()) {

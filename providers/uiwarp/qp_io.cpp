@@ -69,7 +69,11 @@ void Qp::drive(Driver who, drive::Ns now) {
   case Driver::Writable:
   case Driver::Arm: break;
   }
-  if (std::exchange(same_host.rung, false))
+  // Our ring in the peer's table, full at the last write, may have room again: the peer's
+  // ring-back among the doorbells this drive read, or its head moved by a quarter of the ring.
+  const bool rung = std::exchange(same_host.rung, false);
+  if (rung || (conn.want_write && same_host.tx_ring && same_host.outbound &&
+               same_host.outbound.room_again(samehost::kRingData / 4)))
     retry_full = policy.retry_full(who, conn.want_write, has_progress, now, true);
   if (engine->inbound_reads_queued()) {
     policy.on_reads_queued(now);

@@ -10,8 +10,10 @@
 //
 //   switch (ring_tx_ready): when every octet of ours is in the socket, the ring's first octet
 //     is our next stream octet; the peer reads TCP up to there, then the ring (ring_rx_ready,
-//     tcp_stream_octets). Only once the peer attached our table too (its probe in our slot):
-//     then it can ring us back when we wait for room.
+//     tcp_stream_octets). From there on the FPDUs carry no CRC where the reader takes that
+//     (samehost::kRingNoCrc), so a Send's payload is copied once, into the ring. Only once the peer
+//     attached our table too (its probe in our slot): then it can ring us back when we wait for
+//     room.
 //   doorbells: one octet on the socket, which after the switch carries nothing else. A writer
 //     rings when no poll of the reader looked at the ring within samehost::kLookFreshNs (the
 //     reader's progress thread looks by the last look + kLookNs: drive.hpp's ring_look); a
@@ -54,7 +56,8 @@ bool Qp::ring_tx_ready() {
   samehost::Reader& r = same_host.peer->reader();
   if (r.hold(same_host.outbound_slot) != samehost::Refusal::None) return false;
   const bool ours = r.epoch(same_host.outbound_slot) == same_host.owner.epoch;
-  if (ours) same_host.outbound.start(engine->tx_framed());
+  if (ours && (same_host.outbound.start(engine->tx_framed()) & samehost::kRingNoCrc))
+    engine->tx_crc_off(); // the reader checks no CRC in the ring (stream_ring.hpp)
   r.unpin(same_host.outbound_slot);
   if (!ours) return false;
   same_host.tx_ring = true;
@@ -163,6 +166,7 @@ bool Qp::ring_rx_ready() {
   const std::uint64_t start = same_host.inbound.start();
   if (start == 0 || start - 1 != same_host.rx_tcp) return false;
   same_host.rx_ring = true;
+  if (same_host.inbound.framing() & samehost::kRingNoCrc) engine->rx_crc_off_from(start - 1);
   policy.set_ring();
   // A responder still waiting for the answer has it now: the initiator wrote it first.
   if (same_host.state == SameHost::State::Waiting) same_host_finish();

@@ -169,7 +169,7 @@ TEST_CASE("drive: a full socket is retried by pollers only where nobody else wil
   CHECK(d.counters().full == 1);
 }
 
-TEST_CASE("drive: a full stream ring is retried by the drive that read the peer's doorbells",
+TEST_CASE("drive: a full stream ring is retried by a drive that knows it has room again",
           "[drive]") {
   // The peer's ring-back is a doorbell on the socket, which any drive that reads the socket
   // takes: a Release drive of a program that arms its CQ (qperf's rc_bi_bw) that then left the
@@ -178,8 +178,9 @@ TEST_CASE("drive: a full stream ring is retried by the drive that read the peer'
   for (Driver who : {Driver::Post, Driver::Poll, Driver::Release, Driver::Arm, Driver::Progress,
                      Driver::Writable})
     CHECK(d.retry_full(who, true, true, kStart, true));
-  // Without doorbells read, as before: a poll or a post does not retry (each retry of a full
-  // ring asks the peer to ring back again).
+  // Or a look at the ring's head found room (RingWriter::room_again): a poller writes on
+  // without waiting for the ring-back. Without either, a poll or a post does not retry (each
+  // retry of a full ring asks the peer to ring back again).
   CHECK_FALSE(d.retry_full(Driver::Post, true, true, kStart, false));
   CHECK_FALSE(d.retry_full(Driver::Release, true, true, kStart, false));
   CHECK_FALSE(d.retry_full(Driver::Poll, true, true, kStart, false));

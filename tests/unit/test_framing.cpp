@@ -898,6 +898,68 @@ TEST_CASE("HX-035 garbage in the CRC field is accepted with CRC off (MPA-013)", 
   }
 }
 
+TEST_CASE("MPA-013 CRC off from a stream octet on (the same-host ring's switch), any split",
+          "[framing]") {
+  // Before the switch every FPDU carries its CRC and is checked; from the switch's octet on the
+  // field is zero and unchecked, whatever it holds, and the payload is referenced, not copied.
+  std::vector<Bytes> before, after;
+  for (unsigned i = 0; i < 5; ++i) {
+    before.push_back(pattern(37 * i + 1, i));
+    after.push_back(pattern(600 + 91 * i, 10 + i));
+  }
+  std::vector<Bytes> all = before;
+  all.insert(all.end(), after.begin(), after.end());
+  for (bool markers : {false, true}) {
+    INFO("markers " << markers);
+    std::mt19937 rng(13);
+    FpduTx tx(true, markers);
+    Stream s = frame_all(tx, before, rng);
+    const std::uint64_t at = tx.stream_offset();
+    tx.crc_off();
+    for (const Bytes& u : after)
+      frame_one(tx, u, rng, s);
+    TxFrame f; // a referenced payload: the frame holds no copy of it
+    const ConstBytes payload = after[0];
+    tx.frame({}, std::span(&payload, 1), f);
+    std::vector<std::uint8_t> external;
+    std::vector<ConstBytes> iov;
+    f.gather(iov, &external);
+    std::size_t referenced = 0; // (markers may cut it in two)
+    for (std::size_t i = 0; i < iov.size(); ++i)
+      referenced += external[i] ? iov[i].size() : 0;
+    CHECK(referenced == payload.size());
+    for (const FrameInfo& fi : s.frames) {
+      if (fi.begin < at) continue;
+      CHECK(load_crc_le(s.bytes.data() + fi.end - 4) == 0);
+      for (std::size_t k = 0; k < 4; ++k)
+        s.bytes[fi.end - 4 + k] = std::byte(rng() & 0xff);
+    }
+    auto run = [&](const Bytes& bytes, std::size_t cut) {
+      return with_rx(true, markers, [&](FpduRx& rx) {
+        rx.crc_off_from(at);
+        rx.feed(ConstBytes(bytes).first(cut));
+        rx.feed(ConstBytes(bytes).subspan(cut));
+      });
+    };
+    for (std::size_t cut = 0; cut <= s.bytes.size(); cut += 7) {
+      INFO("cut at " << cut << " of " << s.bytes.size());
+      RxRun r = run(s.bytes, cut);
+      CHECK(!r.error);
+      CHECK(r.ulpdus == all);
+    }
+    // Without the switch the same stream fails at the first FPDU after it...
+    RxRun checked = rx_whole(true, markers, s.bytes);
+    CHECK(checked.error == term::mpa_crc_error);
+    CHECK(checked.ulpdus == before);
+    // ...and an FPDU before it is still checked.
+    Bytes bad = s.bytes;
+    bad[s.frames[1].end - 1] ^= std::byte{1};
+    RxRun r = run(bad, bad.size() / 2);
+    CHECK(r.error == term::mpa_crc_error);
+    CHECK(r.ulpdus.size() == 1);
+  }
+}
+
 TEST_CASE("HX-036 ULPDU_Length above the limit: mpa_local_catastrophic without buffering",
           "[framing]") {
   SECTION("a local limit below 64768") {

@@ -2,8 +2,9 @@
 //
 // The same-host stream ring (providers/uiwarp/samehost/stream_ring.hpp) on heap memory, with
 // threads standing in for the two processes: where each slot's ring lies, octets in order
-// across the ring's end, a full ring and its ring-back, the doorbell rule, a writer and a reader
-// racing over megabytes, and the words a hostile peer can write (an impossible tail or head).
+// across the ring's end, what the FPDUs in the ring leave out (their CRC), a full ring and its
+// ring-back, the doorbell rule, a writer and a reader racing over megabytes, and the words a
+// hostile peer can write (an impossible tail or head).
 #include "catch_compat.hpp"
 #include "samehost/stag_share.hpp"
 #include "samehost/stream_ring.hpp"
@@ -95,6 +96,29 @@ TEST_CASE("samehost ring: octets arrive in order across the ring's end", "[sameh
   CHECK(w.written() == kRingData / 4 * 3 + kRingData);
 }
 
+TEST_CASE("samehost ring: FPDUs without CRC only toward a reader that reads them", "[samehost]") {
+  Table t;
+  RingReader r = t.reader(0);
+  RingWriter w = t.writer(0);
+  CHECK(w.start(0) == kRingNoCrc); // this version's reader reads them
+  CHECK(r.start() == 1);
+  CHECK(r.framing() == kRingNoCrc);
+  // A reader of a version that knows none (its `reads` word stays zero, as the memfd made it):
+  // the FPDUs keep their CRC, and the reader of the next connection in the slot is told so.
+  RingReader old = t.reader(1);
+  ring_header(t.base(), t.layout, 1)->reads.store(0);
+  CHECK(t.writer(1).start(7) == 0);
+  CHECK(old.framing() == 0);
+  // The slot's reopening clears what the last writer said; bits neither end knows are dropped.
+  ring_header(t.base(), t.layout, 1)->framing.store(~std::uint64_t{0});
+  CHECK(old.framing() == kRingFraming);
+  RingReader again = t.reader(1);
+  CHECK(again.start() == 0);
+  CHECK(again.framing() == 0);
+  ring_header(t.base(), t.layout, 1)->reads.store(~std::uint64_t{0});
+  CHECK(t.writer(1).start(9) == kRingFraming);
+}
+
 TEST_CASE("samehost ring: a full ring takes what fits, and the reader rings back", "[samehost]") {
   Table t;
   RingReader r = t.reader(1);
@@ -110,6 +134,36 @@ TEST_CASE("samehost ring: a full ring takes what fits, and the reader rings back
   CHECK_FALSE(w.wait_for_room()); // room now: no request left behind
   drain(r, &rung);
   CHECK_FALSE(rung); // nobody asked
+}
+
+TEST_CASE("samehost ring: a writer that sees room again takes back its request", "[samehost]") {
+  Table t;
+  RingReader r = t.reader(1);
+  RingWriter w = t.writer(1);
+  Word& head = ring_header(t.base(), t.layout, 1)->head;
+  const auto a = pattern(kRingData, 5);
+  constexpr std::size_t k8 = kRingData / 8;
+  CHECK(w.write(std::vector<Bytes>{a}) == kRingData);
+  CHECK(w.wait_for_room());
+  CHECK_FALSE(w.room_again(1)); // nothing read yet
+  std::span<const std::byte> s[2];
+  REQUIRE(r.peek(s));
+  CHECK(r.consume(k8)); // the request was there: the reader rings
+  CHECK(w.write(std::vector<Bytes>{Bytes(a).first(k8)}) == k8);
+  CHECK(w.wait_for_room()); // full again: a new request
+  // The reader consumes, the writer looks between the reader's store of head and its look at
+  // the request (the stores are consume()'s): less than the writer wants leaves it standing...
+  head.store(2 * k8);
+  CHECK_FALSE(w.room_again(kRingData / 4));
+  // ...enough takes it back, and the reader has nobody to ring.
+  head.store(5 * k8);
+  CHECK(w.room_again(kRingData / 4));
+  CHECK_FALSE(r.consume(4 * k8));
+  // An impossible head is room as far as the look goes: the write says what it is.
+  head.store(kRingData * 3);
+  CHECK(w.room_again(kRingData));
+  CHECK(w.write(std::vector<Bytes>{a}) == 0);
+  CHECK(w.broken());
 }
 
 TEST_CASE("samehost ring: the writer rings unless a poll looked recently", "[samehost]") {

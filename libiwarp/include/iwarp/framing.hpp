@@ -100,6 +100,10 @@ public:
   std::uint64_t stream_offset() const { return pos_; }
   bool crc() const { return crc_; }
   bool markers() const { return markers_; }
+  // The FPDUs framed from now on carry the CRC field unset (MPA-013) and their payload by
+  // reference: the stream goes on through memory both ends map, where no octet changes on the
+  // way (uiwarp's same-host ring, FpduRx::crc_off_from at the other end).
+  void crc_off() { crc_ = false; }
 
 private:
   // Appends `b`, splitting it at marker positions; `fpdu_start` is the stream
@@ -165,6 +169,9 @@ public:
   std::uint64_t ended_offset() const { return ended_; }
   // True when no FPDU is partly received (a clean point to stop or to close).
   bool at_fpdu_boundary() const { return state_ == State::Length && got_ == 0; }
+  // The FPDUs that begin at stream octet `offset` or later have their CRC field unchecked, as
+  // with CRC off (MPA-013): the peer's FpduTx::crc_off() at that octet.
+  void crc_off_from(std::uint64_t offset) { crc_off_from_ = offset; }
 
 private:
   enum class State { Length, Ulpdu, Pad, Crc };
@@ -175,6 +182,7 @@ private:
   bool crc_ = true;
   bool markers_ = false;
   std::size_t max_ulpdu_ = kMaxUlpdu;
+  std::uint64_t crc_off_from_ = UINT64_MAX;
   UlpduSink* sink_ = nullptr;
 
   State state_ = State::Length;

@@ -251,6 +251,11 @@ public:
   // Stream octets framed so far (what the peer's rx_ended() reaches once it has processed all
   // of it, when nothing is pending here and the I/O edge holds nothing back).
   std::uint64_t tx_framed() const { return tx_.stream_offset(); }
+  // From here on the stream goes through memory that both ends map (uiwarp's same-host ring,
+  // docs/extensions.md), where no octet is damaged on the way: the FPDUs framed from now on
+  // leave their CRC field unset, as with CRC off (MPA-013), and the peer checks none from this
+  // octet on (rx_crc_off_from). Call with nothing framed and unsent (tx_pending() false).
+  void tx_crc_off() { tx_.crc_off(); }
 
   // ---- receive ----
   // Where to read next; empty while the stream is held (rx_held): read nothing then.
@@ -260,6 +265,9 @@ public:
   std::size_t rx_feed(ConstBytes in) { return rx_.feed(in); }
   // Stream octets of the FPDUs processed to their end (FpduRx::ended_offset).
   std::uint64_t rx_ended() const { return rx_.ended_offset(); }
+  // The FPDUs from stream octet `offset` on have their CRC field unchecked: the peer's
+  // tx_crc_off() at that octet.
+  void rx_crc_off_from(std::uint64_t offset) { rx_.crc_off_from(offset); }
   // A Send is waiting for a receive buffer (QpConfig::hold_for_buffer).
   bool rx_held() const { return rx_hold_; }
   // Looks again for the buffer a held Send needs (after an SRQ post; post_recv does it).

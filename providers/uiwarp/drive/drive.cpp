@@ -169,9 +169,10 @@ void QpDrive::on_read(Driver who, bool got, Ns now) {
 // there is no progress thread, or where the QP is parked: then its pollers retry every
 // kFullRetryNs and the progress thread leaves EPOLLOUT unwatched, so a program that streams
 // and spins does not keep a third thread waking for each EPOLLOUT. A full stream ring is
-// retried by the drive that read the peer's doorbells (`rung`).
-bool QpDrive::retry_full(Driver who, bool want_write, bool has_progress, Ns now, bool rung) const {
-  if (rung) return true;
+// retried by any drive that knows it has room again (`ring_ready`).
+bool QpDrive::retry_full(Driver who, bool want_write, bool has_progress, Ns now,
+                         bool ring_ready) const {
+  if (ring_ready) return true;
   switch (who) {
   case Driver::Progress:
   case Driver::Writable: return true;

@@ -152,12 +152,15 @@ public:
            now < quiet_until_.load(std::memory_order_relaxed) && !deferred();
   }
   // Whether a drive by `who` retries a socket found full (else the progress thread waits for
-  // EPOLLOUT: not a failing sendmsg per poll). `rung`: the drive read doorbells of the peer's
-  // stream ring, among which may be its ring-back for our full ring in its table; whichever
-  // drive read it retries (a Release drive of a program that arms its CQ, say), else nothing
-  // rings again. Not every poll: each retry of a full ring asks the peer to ring back once
-  // more, a system call at its end.
-  bool retry_full(Driver who, bool want_write, bool has_progress, Ns now, bool rung = false) const;
+  // EPOLLOUT: not a failing sendmsg per poll). `ring_ready`: our stream ring in the peer's
+  // table has room again, as far as this drive knows: it read the peer's doorbells, among
+  // which may be its ring-back (whichever drive read it retries, a Release drive of a program
+  // that arms its CQ say, else nothing rings again), or one load of the ring's head found a
+  // quarter of it free (a poller then writes on without waiting for the ring-back's round
+  // trip through the progress thread). Not every poll on a ring still full: each retry of a
+  // full ring asks the peer to ring back once more, a system call at its end.
+  bool retry_full(Driver who, bool want_write, bool has_progress, Ns now,
+                  bool ring_ready = false) const;
   void on_full(Driver who, Ns now); // a drive by `who` left the socket full
   void on_reads_queued(Ns now) { reads_ns_.store(now, std::memory_order_relaxed); }
   Ns reads_at() const { return reads_ns_.load(std::memory_order_relaxed); }

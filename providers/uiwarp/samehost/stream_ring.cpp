@@ -24,12 +24,19 @@ std::byte* ring_data(std::byte* base, const Layout& layout, std::uint32_t slot) 
 
 void RingReader::reset() {
   // No writer holds the slot now (it is opening): plain order, published by the slot's opening.
-  for (Word* w : {&h_->tail, &h_->start, &h_->waits, &h_->head, &h_->looked})
+  for (Word* w : {&h_->tail, &h_->start, &h_->waits, &h_->framing, &h_->head, &h_->looked})
     w->store(0, std::memory_order_relaxed);
+  h_->reads.store(kRingFraming, std::memory_order_relaxed);
   head_ = 0;
 }
 
 std::uint64_t RingReader::start() const { return h_->start.load(std::memory_order_acquire); }
+
+// Stored before start, which published it (acquire in start()). Bits this version does not
+// know would be a writer's bug or a lie: only the known ones are taken.
+std::uint64_t RingReader::framing() const {
+  return h_->framing.load(std::memory_order_relaxed) & kRingFraming;
+}
 
 bool RingReader::peek(std::span<const std::byte> (&out)[2]) const {
   out[0] = out[1] = {};
@@ -61,10 +68,14 @@ std::int64_t RingReader::looked_at() const {
   return static_cast<std::int64_t>(h_->looked.load(std::memory_order_relaxed));
 }
 
-void RingWriter::start(std::uint64_t offset) {
-  // Release: a reader that sees it sees tail (0) and the octets written after are published by
-  // tail itself.
+std::uint64_t RingWriter::start(std::uint64_t offset) {
+  // The reader set `reads` at the slot's opening, before its offer named the slot.
+  const std::uint64_t framing = h_->reads.load(std::memory_order_relaxed) & kRingFraming;
+  h_->framing.store(framing, std::memory_order_relaxed);
+  // Release: a reader that sees it sees framing and tail (0); the octets written after are
+  // published by tail itself.
   h_->start.store(offset + 1, std::memory_order_release);
+  return framing;
 }
 
 std::size_t RingWriter::write(std::span<const std::span<const std::byte>> pieces) {
@@ -112,6 +123,14 @@ bool RingWriter::wait_for_room() {
     h_->waits.store(0, std::memory_order_relaxed);
     return false;
   }
+  return true;
+}
+
+bool RingWriter::room_again(std::size_t want) {
+  const std::uint64_t head = h_->head.load(std::memory_order_acquire);
+  if (head > tail_ || tail_ - head > kRingData) return true; // write() finds it broken
+  if (kRingData - (tail_ - head) < want) return false;
+  h_->waits.store(0, std::memory_order_relaxed); // a reader that read 1 already rings anyway
   return true;
 }
 

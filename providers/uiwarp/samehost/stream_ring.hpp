@@ -25,6 +25,15 @@
 //          seq_cst, so one of the two sees the other).
 //   waits  the writer found the ring full: the reader, having consumed, rings it (the same
 //          Dekker pair on waits and head).
+//   reads  what the reader can read besides the FPDUs of TCP (kRingFraming bits), set when the
+//          slot opens.
+//   framing what the writer's FPDUs in the ring use of it, set before start; 0 from a writer
+//          that knows none of it (zero-filled words of a version without them).
+// Framing kRingNoCrc: the FPDUs from the ring's first octet on leave their CRC field unset and
+// unchecked, as with CRC off (RFC 5044 §4.4, MPA-013). The CRC guards octets on a wire; here
+// they go from one process's memory to the other's, and a peer that would forge them can forge
+// a CRC as well. Without it a Send's payload is copied once into the ring, not into its frame
+// first, and no end runs a CRC over it.
 #pragma once
 
 #include "stag_share.hpp"
@@ -42,11 +51,14 @@ inline constexpr std::int64_t kLookNs = 1'000'000;
 // moments between the two ends' clock reads).
 inline constexpr std::int64_t kLookFreshNs = kLookNs / 2;
 
+inline constexpr std::uint64_t kRingNoCrc = 1;
+inline constexpr std::uint64_t kRingFraming = kRingNoCrc; // what this version reads and writes
+
 struct RingHeader {
-  Word tail, start, waits;
-  Word writer_pad[5];
-  Word head, looked;
-  Word reader_pad[6];
+  Word tail, start, waits, framing;
+  Word writer_pad[4];
+  Word head, looked, reads;
+  Word reader_pad[5];
 };
 static_assert(std::is_standard_layout_v<RingHeader> && sizeof(RingHeader) == 128);
 inline constexpr std::size_t kRingData = kRingAreaBytes - kPage; // a power of two
@@ -68,6 +80,8 @@ public:
   void reset();
   // 0 while the writer has not switched; else its stream offset of the ring's first octet + 1.
   std::uint64_t start() const;
+  // Once start() is not 0: the kRingFraming bits the writer's FPDUs in the ring use.
+  std::uint64_t framing() const;
   // What is readable: up to two spans (the second when the octets wrap the ring's end). False
   // if the writer's tail is impossible (behind head, or more than the ring holds): the peer is
   // broken or hostile, and the caller ends the connection.
@@ -92,7 +106,9 @@ public:
   RingWriter(RingHeader* h, std::byte* data) : h_(h), data_(data) {}
   explicit operator bool() const { return h_ != nullptr; }
   // The switch: the ring's first octet is stream octet `offset` (what went over TCP before).
-  void start(std::uint64_t offset);
+  // Returns the kRingFraming bits the FPDUs written from now on must use: those the reader
+  // reads.
+  std::uint64_t start(std::uint64_t offset);
   // Copies as much of `pieces` as fits, in order: the octets written (0: full, or the reader's
   // head is impossible, see broken()).
   std::size_t write(std::span<const std::span<const std::byte>> pieces);
@@ -102,6 +118,11 @@ public:
   // The ring was full: asks the reader to ring back once it consumed. False if room came
   // meanwhile (write again now).
   bool wait_for_room();
+  // After wait_for_room, a look by a thread of ours (one load of the reader's head): true if
+  // `want` octets are free again (or the head is impossible: write() says so). The request is
+  // withdrawn then, so that a reader that has not yet seen it spares its doorbell; the next
+  // write makes a new one if the ring fills again.
+  bool room_again(std::size_t want);
   // The reader's head was impossible (ahead of tail, or behind it by more than the ring): a
   // broken or hostile peer.
   bool broken() const { return broken_; }
