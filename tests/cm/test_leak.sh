@@ -14,7 +14,7 @@ for i in $(seq 1 50); do
   p=$(free_port)
   ports+=("$p")
   timeout 30 "$RUN" rping -s -a 127.0.0.1 -p "$p" -C 5 >/dev/null 2>&1 &
-  sleep 0.3
+  wait_listen "$p"
   n=$(timeout 30 "$RUN" rping -c -a 127.0.0.1 -p "$p" -C 5 -v 2>/dev/null | grep -c '^ping data')
   wait
   [[ $n == 5 ]] && good=$((good + 1))
