@@ -374,6 +374,9 @@ bool Qp::same_host_post(const iwarp::SendWr& w) {
     // An SGE that does not resolve: TCP reports the local error exactly (not the path's).
     if (!local_iov(this, w, !write, iov, n, total) || total == 0) return false;
     f.octets = total;
+    // The stream moves to the ring here if it has not yet (it can: the queue is idle), so
+    // that a burst's first Writes already go there.
+    f.ring_write = write && ring_tx_ready();
     f.now = mono_ns();
     f.send_cq_polled = send_cq()->policy.polled_at();
   }

@@ -348,6 +348,11 @@ TEST_CASE("drive: the same-host path copies all but small posts back to back in 
   CHECK_FALSE(d.copy_now(64, t, polled));
   // A large one is copied whatever came before: a system call per message costs it little.
   CHECK(d.copy_now(kCopyAlwaysOctets, t, polled));
+  // A Write whose stream goes through the ring costs no system call there: larger Writes of a
+  // burst go with it too.
+  CHECK_FALSE(d.copy_now(kCopyAlwaysOctets, t, polled, true));
+  CHECK_FALSE(d.copy_now(kRingCopyAlwaysOctets - 1, t, polled, true));
+  CHECK(d.copy_now(kRingCopyAlwaysOctets, t, polled, true));
   // A pause longer than back to back: copied again.
   CHECK(d.copy_now(64, t + kBackToBackNs + kUs, polled));
   d.on_same_host_copied();
@@ -411,6 +416,10 @@ TEST_CASE("drive: the same-host gate copies only behind nothing, and says why no
   f = idle(t + kUs + 100);
   f.octets = 64;
   f.send_cq_polled = t - kUs;
+  CHECK(why(f) == TcpReason::Burst);
+  f.octets = kCopyAlwaysOctets; // copied, unless the stream goes through the ring
+  CHECK(decide(f, d).copy);
+  f.ring_write = true;
   CHECK(why(f) == TcpReason::Burst);
   for (std::size_t r = 0; r < kTcpReasons; ++r) // each reason has a name of its own
     for (std::size_t q = 0; q < r; ++q)

@@ -117,8 +117,8 @@ QpDrive::PostAction QpDrive::on_post(const Post& p, Ns now) {
   return a;
 }
 
-bool QpDrive::copy_now(std::size_t octets, Ns now, Ns send_cq_polled) const {
-  if (octets >= kCopyAlwaysOctets) return true;
+bool QpDrive::copy_now(std::size_t octets, Ns now, Ns send_cq_polled, bool ring_write) const {
+  if (octets >= (ring_write ? kRingCopyAlwaysOctets : kCopyAlwaysOctets)) return true;
   const bool back_to_back = now - post_end_ < kBackToBackNs;
   const bool in_loop =
       send_cq_polled <= post_start_ && (in_burst_ || send_cq_polled > post_start_ - kPollSoonNs);

@@ -54,8 +54,13 @@ namespace tuning {
 inline constexpr Ns kBackToBackNs = 2'000; // closer than this (or a post's own cost): a burst
 inline constexpr Ns kPollSoonNs = 50'000;  // a burst this soon after a poll: a poll loop
 inline constexpr Ns kFlushNs = 50'000;     // held posts go by then if no poll comes
-// A same-host Write or Read of this many octets or more is always copied (copy_now).
+// A same-host Write or Read of this many octets or more is always copied (copy_now); smaller
+// ones posted in a burst go with the stream, in one sendmsg for the burst. A Write's stream in
+// the shared-memory ring takes a burst with no system call at all, which beats a copy's system
+// call per message for larger Writes too (docs/performance.md); a Read through the ring waits
+// for the target to answer it, so Reads keep the socket's limit.
 inline constexpr std::size_t kCopyAlwaysOctets = 4096;
+inline constexpr std::size_t kRingCopyAlwaysOctets = 32 << 10;
 inline constexpr Ns kMaxTxCostNs = 200'000; // one preempted sendmsg must not widen the window
 // Pollers' receive back-off: a poll that reads an empty socket costs a system call.
 inline constexpr Ns kEagerNs = 50'000;    // data this recent: read on every poll
@@ -213,10 +218,12 @@ public:
 
   // ---- the same-host path (qp_same_host.cpp): a Write or Read copied, or left to the stream ----
   // Whether a Write or Read of `octets` posted at `now` is copied at once, or is better left
-  // to TCP with the burst it belongs to: a copy is a system call per message, and a burst of
-  // small posts leaves in one sendmsg. Small messages posted back to back in a polling loop
-  // (the burst test of on_post) go faster over TCP; anything else is copied.
-  bool copy_now(std::size_t octets, Ns now, Ns send_cq_polled) const;
+  // to the stream with the burst it belongs to: a copy is a system call per message, and a
+  // burst of small posts leaves in one sendmsg, or in none through the stream ring
+  // (`ring_write`: a Write, and the stream goes through the ring). Small messages posted back
+  // to back in a polling loop (the burst test of on_post) go faster with the stream; anything
+  // else is copied.
+  bool copy_now(std::size_t octets, Ns now, Ns send_cq_polled, bool ring_write = false) const;
   // A copy ran from `start` to `end`: a post, for the burst test of the next one.
   void on_copied(Ns start, Ns end);
   void on_same_host_copied() { ++c_.same_host; }

@@ -25,7 +25,8 @@ Gate decide(const GateFacts& f, const QpDrive& d) {
   // Every framed octet processed by the target, or nothing framed but the RTR.
   const bool processed = f.consumed == f.framed || f.framed == f.rtr_octets;
   if (!queue_idle(f) || !processed) return {false, TcpReason::Behind};
-  if (!d.copy_now(f.octets, f.now, f.send_cq_polled)) return {false, TcpReason::Burst};
+  if (!d.copy_now(f.octets, f.now, f.send_cq_polled, f.ring_write))
+    return {false, TcpReason::Burst};
   return {true, TcpReason::Behind};
 }
 

@@ -27,7 +27,8 @@ namespace uiwarp::drive {
 // Why a Write or Read went over TCP, though the connection had the path.
 enum class TcpReason : std::uint8_t {
   Behind,  // something before it unfinished, or not yet processed by the target
-  Burst,   // a small post in a burst: it leaves with the burst in one sendmsg (copy_now)
+  Burst,   // a small post in a burst: it leaves with the burst, in one sendmsg or through the
+           // stream ring (copy_now)
   Refused, // the target's table refused it (invalid STag, rights, bounds): TCP says so exactly
   Fault,   // the copy failed (the target gone, memory unmapped): TCP from here on
   Fork,    // posted in a child of fork(): the pins and the mapping are the parent's
@@ -48,6 +49,7 @@ struct GateFacts {
   std::uint64_t consumed = 0;          // ... the target has processed (its slot's word)
   std::uint64_t rtr_octets = 0;        // what set-up sent first: the RTR, which places nothing
   std::size_t octets = 0;              // the WR's length
+  bool ring_write = false;             // a Write, and the stream goes through the ring
   Ns now = 0, send_cq_polled = 0;      // for the burst test (QpDrive::copy_now)
 };
 
