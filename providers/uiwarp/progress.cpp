@@ -301,6 +301,9 @@ void Progress::check_timers(drive::Ns now) {
         qp->drive(Driver::Progress, now);
       }
       if (t.send_held) qp->drive(Driver::Writable, now);
+      // A buffer posted to its SRQ while another thread drove the QP (post_srq_recv then
+      // only kicks this thread): the Send that waited takes it, and what followed is read.
+      if (qp->retry_srq_hold(now)) qp->drive(Driver::Release, now);
       // The ring's last look by a poll is old: what came after it came without a doorbell.
       if (t.ring_look) qp->drive(Driver::Progress, now);
       if (qp->connected()) next = qp->policy.poll_at(now);

@@ -392,6 +392,10 @@ struct Qp {
   // The same-host stream ring (qp_ring.cpp), with `mu` held. Switches our stream to the ring
   // once it may (the peer attached ours, nothing of ours left on TCP); true if it goes there.
   bool ring_tx_ready();
+  // A Send waiting for a buffer of the QP's SRQ takes one posted since: true if it did (the
+  // caller reads on). Any thread may have posted it, so every drive and the progress thread's
+  // look at a waiting QP ask.
+  bool retry_srq_hold(drive::Ns now);
   void push_ring();
   void ring_discard();
   // The engine's next octets into tx.pieces: how many (0: nothing to send).

@@ -50,7 +50,7 @@ void Qp::drive(Driver who, drive::Ns now) {
   // so that both streams can move to the ring (qp_ring.cpp).
   if (same_host.state == SameHost::State::Waiting) same_host_finish();
   // A Send waiting for an SRQ buffer looks again: a post may have come from any thread.
-  if (srq && engine->rx_held()) engine->rx_retry();
+  retry_srq_hold(now);
   const bool has_progress = ctx()->progress() != nullptr;
   bool retry_full = policy.retry_full(who, conn.want_write, has_progress, now);
   // What posts held back for this drive (drive_posted) leaves before anything is read: sent
@@ -83,6 +83,14 @@ void Qp::drive(Driver who, drive::Ns now) {
   if (conn.want_write) policy.on_full(who, now);
   after_io();
   if (Progress* p = ctx()->progress()) p->sync(this, now);
+}
+
+bool Qp::retry_srq_hold(drive::Ns now) {
+  if (!srq || !engine || !engine->rx_held()) return false;
+  engine->rx_retry();
+  if (engine->rx_held()) return false;
+  policy.on_held(false, now);
+  return true;
 }
 
 void Qp::drive_posted(bool reads_only) {

@@ -416,9 +416,11 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
     }
   }
   // A Send that waited for this buffer (and what follows it) is taken in now.
-  if (held && !qp->engine->rx_held())
-    qp->drive(Driver::Release, mono_ns());
-  else
+  if (held && !qp->engine->rx_held()) {
+    const drive::Ns now = mono_ns();
+    qp->policy.on_held(false, now);
+    qp->drive(Driver::Release, now);
+  } else
     qp->reap();
   if (err && bad) *bad = wr;
   return err;

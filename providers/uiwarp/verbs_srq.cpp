@@ -130,13 +130,29 @@ int post_srq_recv(ibv_srq* ibsrq, ibv_recv_wr* wr, ibv_recv_wr** bad) noexcept {
   bool busy = false;
   {
     std::lock_guard lock(srq->qps_mu);
-    for (Qp* qp : srq->qps) {
-      if (!qp->policy.held()) continue; // read without the lock: a hint, checked below
+    // The Send that has waited longest takes the first buffer, as an RNIC fills an SRQ's
+    // buffers in the order Sends arrive. In list order alone the first QP, reading on after its
+    // Send, would take each buffer posted one at a time, and the Sends of the QPs after it
+    // would wait until their receive wait ran out.
+    const std::size_t n = srq->qps.size();
+    std::size_t first = 0;
+    drive::Ns oldest = drive::kNever;
+    for (std::size_t i = 0; i < n; ++i) // read without the locks: hints, checked below
+      if (const drive::Ns since = srq->qps[i]->policy.held_since(); since && since < oldest) {
+        oldest = since;
+        first = i;
+      }
+    for (std::size_t k = 0; k < n; ++k) {
+      Qp* qp = srq->qps[(first + k) % n];
+      if (!qp->policy.held()) continue;
       if (!qp->mu.try_lock()) {
         busy = true;
         continue;
       }
-      if (qp->connected() && qp->engine->rx_held()) qp->drive(Driver::Release, mono_ns());
+      if (qp->connected()) {
+        const drive::Ns now = mono_ns();
+        if (qp->retry_srq_hold(now)) qp->drive(Driver::Release, now);
+      }
       qp->mu.unlock();
     }
   }

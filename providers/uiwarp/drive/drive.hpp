@@ -186,9 +186,12 @@ public:
   // ---- a Send waiting for a receive buffer (HX-059) ----
   void set_recv_wait(Ns wait) { recv_wait_ = wait; }
   Ns recv_wait() const { return recv_wait_; }
-  // The engine holds a Send (`held`) or not, at `now`: true when a wait starts.
+  // The engine holds a Send (`held`) or not, at `now`: true when a wait starts. Told at the end
+  // of every read, and whenever a posted buffer ends a hold: a QP let go and held again by the
+  // same drive waits its full receive wait again, not what is left of the last one.
   bool on_held(bool held, Ns now);
-  bool held() const { return held_since_.load(std::memory_order_relaxed) != 0; }
+  bool held() const { return held_since() != 0; }
+  Ns held_since() const { return held_since_.load(std::memory_order_relaxed); } // 0: not held
 
   // ---- the same-host stream ring: the peer's stream comes through memory, not the socket ----
   // From now on the QP reads a ring (no poll skips it: a look costs no system call).
