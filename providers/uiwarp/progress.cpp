@@ -142,6 +142,10 @@ void Progress::sync(Qp* qp, drive::Ns now) {
   // again: taking the list's lock on each drive of a parked QP would be a lock shared by the
   // context on every message.
   if ((parked || held || qp->policy.ring_look_due()) && !qp->watch.timed) schedule(qp, now);
+  // Octets left in the ring by a drive that took their doorbells: read on now, even if the QP
+  // was on the list for later (schedule() brings its time forward and wakes this thread).
+  else if (qp->policy.ring_left())
+    schedule(qp, now);
 }
 
 void Progress::set_parked(Qp* qp, bool parked, drive::Ns now) {

@@ -256,6 +256,12 @@ bool Qp::pull_ring(Driver who, std::size_t budget, drive::Ns now) {
     budget -= fed;
     if (held) break;
   }
+  // Stopped at the budget: what is left was rung for already, and this drive took the
+  // doorbells (a poller's look brings the progress thread by itself).
+  if (budget == 0 && who != Driver::Poll) {
+    std::span<const std::byte> s[2];
+    if (same_host.inbound.peek(s) && !s[0].empty()) policy.on_ring_left();
+  }
   if (same_host.rx_eof && empty) {
     // What was posted before the close was seen leaves as it would into a socket whose peer
     // sent its FIN (TCP takes it, then the peer's close drops it): it completes, not flushed.

@@ -440,6 +440,45 @@ TEST_CASE("Writes posted back to back and then no poll: they land, each complete
   SECTION("64 KiB Writes, 5 us apart") { burst(64 << 10, std::chrono::microseconds(5)); }
 }
 
+TEST_CASE("a receive that frees a waiting Send, and then no poll: all that waited behind it is "
+          "read",
+          "[datapath]") {
+  // A Send that finds no receive holds the stream behind it (the receive wait). The post of the
+  // receive reads on up to a budget (kReleaseBudget, 256 KiB); through the stream ring it also
+  // takes the doorbells of all that waited, so what lies beyond the budget must bring the
+  // progress thread by itself. This program then spins on the memory the last Send fills and
+  // never polls (QEMU's RDMA migration destination sleeps on its channel instead: the same
+  // need, and its migration stalled when it was not met).
+  constexpr std::uint32_t kBig = 700 << 10;
+  constexpr std::size_t kAt = 4096;
+  ConnectedPair p;
+  // One exchange each way first: on the same-host path both streams are in the ring then.
+  REQUIRE(p.server.post_recv(10, 0, 64) == 0);
+  REQUIRE(p.client.post_recv(20, 0, 64) == 0);
+  REQUIRE(p.client.post(IBV_WR_SEND, 0, 0, 64) == 0);
+  REQUIRE(poll_n(p.server.rcq, 1).size() == 1);
+  REQUIRE(p.server.post(IBV_WR_SEND, 0, 0, 64) == 0);
+  REQUIRE(poll_n(p.client.rcq, 1).size() == 1);
+  REQUIRE(poll_n(p.client.scq, 1).size() == 1);
+  REQUIRE(poll_n(p.server.scq, 1).size() == 1);
+  for (std::size_t i = 0; i < kBig; ++i)
+    p.client.buf[kAt + i] = static_cast<char>(i * 13 + 5);
+  REQUIRE(p.client.post(IBV_WR_SEND, 1, 0, 64) == 0);
+  REQUIRE(p.client.post(IBV_WR_SEND, 2, kAt, kBig) == 0);
+  // Both in the ring, or the socket, before any receive is posted.
+  REQUIRE(poll_n(p.client.scq, 2, 2000).size() == 2);
+  REQUIRE(p.server.post_recv(11, 0, 64) == 0);
+  REQUIRE(p.server.post_recv(12, kAt, kBig) == 0);
+  CHECK(spin_until([&] { return placed(p.server.at(kAt), p.client.at(kAt), kBig); },
+                   std::chrono::seconds(10)));
+  const std::vector<ibv_wc> got = poll_n(p.server.rcq, 2);
+  REQUIRE(got.size() == 2);
+  CHECK(got[0].wr_id == 11);
+  CHECK(got[0].byte_len == 64);
+  CHECK(got[1].wr_id == 12);
+  CHECK(got[1].byte_len == kBig);
+}
+
 TEST_CASE("RDMA Reads in flight up to ORD when the peer is killed: all complete, none hang",
           "[datapath]") {
   char self[4096];

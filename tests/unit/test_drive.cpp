@@ -425,3 +425,33 @@ TEST_CASE("drive: the same-host gate copies only behind nothing, and says why no
     for (std::size_t q = 0; q < r; ++q)
       CHECK(std::string(name(static_cast<TcpReason>(r))) != name(static_cast<TcpReason>(q)));
 }
+
+TEST_CASE("drive: octets a drive left in the stream ring bring the progress thread at once, once",
+          "[drive]") {
+  QpDrive d;
+  const Ns t = kStart;
+  d.set_ring();
+  CHECK_FALSE(d.ring_look_due());
+  CHECK(d.poll_at(t).at == kNever);
+  // A drive that took the doorbells stopped at its budget: due now, and urgent (a QP whose
+  // lock is busy is looked at again within kLockedRetryNs, not kTickNs).
+  d.on_ring_left();
+  CHECK(d.ring_left());
+  CHECK(d.ring_look_due());
+  const QpDrive::Wake w = d.poll_at(t);
+  CHECK(w.at <= t);
+  CHECK(w.urgent);
+  CHECK(d.on_timer(t, false).ring_look);
+  // Taken: nothing more is due until another drive leaves octets again.
+  CHECK_FALSE(d.ring_left());
+  CHECK(d.poll_at(t).at == kNever);
+  CHECK_FALSE(d.on_timer(t + kRingLookNs, false).ring_look);
+  // A poll's look still brings the progress thread kRingLookNs after it, as before.
+  d.on_ring_look(t);
+  CHECK(d.poll_at(t).at == t + kRingLookNs);
+  CHECK_FALSE(d.on_timer(t + kRingLookNs - 1, false).ring_look);
+  CHECK(d.on_timer(t + kRingLookNs, false).ring_look);
+  d.on_ring_left();
+  d.reset_connection();
+  CHECK_FALSE(d.ring_left());
+}

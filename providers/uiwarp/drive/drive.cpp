@@ -231,7 +231,8 @@ QpDrive::Wake QpDrive::poll_at(Ns) const {
   if (parked()) w.at = std::min(w.at, polled_ns_.load(std::memory_order_relaxed) + kIdleNs);
   if (const Ns since = held_since_.load(std::memory_order_relaxed); since)
     w.at = std::min(w.at, since + recv_wait_);
-  if (ring_look_due()) w.at = std::min(w.at, ring_looked_ + kRingLookNs);
+  if (ring_looked_ > ring_checked_) w.at = std::min(w.at, ring_looked_ + kRingLookNs);
+  if (ring_left_) w = {0, true}; // due now
   return w;
 }
 
@@ -240,7 +241,11 @@ QpDrive::Timer QpDrive::on_timer(Ns now, bool cq_armed) {
   t.unpark = parked() && (now - polled_ns_.load(std::memory_order_relaxed) >= kIdleNs || cq_armed);
   const Ns since = held_since_.load(std::memory_order_relaxed);
   t.hold_expired = since && now - since >= recv_wait_;
-  if (ring_look_due() && now >= ring_looked_ + kRingLookNs) {
+  if (ring_left_) {
+    t.ring_look = true;
+    ring_left_ = false;
+  }
+  if (ring_looked_ > ring_checked_ && now >= ring_looked_ + kRingLookNs) {
     t.ring_look = true;
     ring_checked_ = ring_looked_;
   }
@@ -293,6 +298,7 @@ void QpDrive::reset_connection() {
   poll_streak_ = 0;
   ring_.store(false, std::memory_order_relaxed);
   ring_looked_ = ring_checked_ = 0;
+  ring_left_ = false;
 }
 
 // ---- CQs ----

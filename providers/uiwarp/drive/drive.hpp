@@ -200,7 +200,12 @@ public:
   // A poll looked at the ring at `now`: the peer may write without a doorbell until
   // kRingLookNs later, so the progress thread looks then unless another poll did (poll_at).
   void on_ring_look(Ns now) { ring_looked_ = now; }
-  bool ring_look_due() const { return ring_looked_ > ring_checked_; }
+  bool ring_look_due() const { return ring_looked_ > ring_checked_ || ring_left_; }
+  // A drive that took the doorbells read the ring up to its budget and left octets in it:
+  // nothing rings for those any more (a socket would stay readable; the ring's doorbells are
+  // gone), so the progress thread reads on at once.
+  void on_ring_left() { ring_left_ = true; }
+  bool ring_left() const { return ring_left_; }
 
   // ---- the progress thread's timer ----
   // When the progress thread must look at this QP next (kNever: no need), and whether it is
@@ -264,6 +269,7 @@ private:
   // the stream ring
   std::atomic<bool> ring_{false};
   Ns ring_looked_ = 0, ring_checked_ = 0;
+  bool ring_left_ = false;
   // held Sends
   std::atomic<Ns> held_since_{0};
   Ns recv_wait_ = 0;
