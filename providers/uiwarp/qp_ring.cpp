@@ -17,7 +17,9 @@
 //   doorbells: one octet on the socket, which after the switch carries nothing else. A writer
 //     rings when no poll of the reader looked at the ring within samehost::kLookFreshNs (the
 //     reader's progress thread looks by the last look + kLookNs: drive.hpp's ring_look); a
-//     reader rings a writer that waits for room.
+//     reader rings a writer that waits for room. A drive that took the doorbells and stopped at
+//     its budget with octets left has the progress thread read on (QpDrive::on_ring_left): the
+//     ring, unlike a socket, stays silent about what is left.
 //   the end: TCP still says it (FIN, RST), read by the progress thread; after either, what the
 //     ring holds is processed first, as the octets before a FIN are: the peer wrote them before
 //     it closed (a close with doorbells unread is a reset, which a closing end avoids by reading
