@@ -64,14 +64,9 @@ int main(int argc, char** argv) {
   ibv_cq* cq = ibv_create_cq(id->verbs, 16, nullptr, nullptr, 0);
   ibv_mr* mr = ibv_reg_mr(pd, buf, kLength, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr || !peer::small_qp(id, pd, cq)) return 5;
-  struct {
-    std::uint64_t addr;
-    std::uint32_t rkey, length;
-  } range{reinterpret_cast<std::uintptr_t>(buf), mr->rkey, static_cast<std::uint32_t>(kLength)};
-  rdma_conn_param cp{};
-  cp.private_data = &range;
-  cp.private_data_len = sizeof range;
-  if (rdma_accept(id, &cp)) return 6;
+  if (peer::accept_offering(id, {reinterpret_cast<std::uintptr_t>(buf), mr->rkey,
+                                 static_cast<std::uint32_t>(kLength)}))
+    return 6;
   while (static_cast<volatile char*>(buf)[0] != 'w')
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::printf("WRITTEN\n");

@@ -40,6 +40,22 @@ inline rdma_cm_id* next_request(rdma_event_channel* ch) {
   return id;
 }
 
+// The range of registered memory a target offers its initiator in the Accept's private data
+// (write_initiator.cpp writes or sends into it; a Send's target offers only the length).
+struct Range {
+  std::uint64_t addr;
+  std::uint32_t rkey;
+  std::uint32_t length;
+};
+
+// Accepts the connection request of `id`, offering `r`: 0 or rdma_accept's -1.
+inline int accept_offering(rdma_cm_id* id, const Range& r) {
+  rdma_conn_param cp{};
+  cp.private_data = &r;
+  cp.private_data_len = sizeof r;
+  return rdma_accept(id, &cp);
+}
+
 // An RC QP of 8 work requests each way, one SGE, sending and receiving on `cq`.
 inline bool small_qp(rdma_cm_id* id, ibv_pd* pd, ibv_cq* cq) {
   ibv_qp_init_attr qa{};

@@ -6,6 +6,7 @@
 // ended the connection (the kernel's ib_drain_qp, and programs that free such a QP only then,
 // wait for it); IBV_EVENT_QP_FATAL comes with a Terminate, never for the program's own move to
 // ERR nor for the peer's orderly close.
+#include "async_events.hpp"
 #include "connected_pair.hpp"
 
 #include <chrono>
@@ -20,46 +21,6 @@
 using namespace dp;
 
 namespace {
-
-// An event as a line, "QP 0x1a2b3c: last WQE reached", readable when a check fails.
-using Events = std::vector<std::string>;
-std::string qp_name(const ibv_qp* qp) {
-  char n[24];
-  std::snprintf(n, sizeof n, "QP 0x%06x: ", qp->qp_num);
-  return n;
-}
-std::string line(ibv_event_type type, const ibv_qp* qp) {
-  return qp_name(qp) + ibv_event_type_str(type);
-}
-
-// The async events of `ctx`, acknowledged, until `enough` says so (or 10 s passed), and those
-// that follow within 200 ms: a second event that should not come has its chance to.
-Events collect(ibv_context* ctx, const std::function<bool(const Events&)>& enough) {
-  Events got;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  auto settle = std::chrono::steady_clock::time_point::max();
-  for (;;) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= until || now >= settle) return got;
-    pollfd p{ctx->async_fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) == 1) {
-      ibv_async_event e{};
-      REQUIRE(ibv_get_async_event(ctx, &e) == 0);
-      got.push_back(line(e.event_type, e.element.qp));
-      ibv_ack_async_event(&e);
-    }
-    if (settle == std::chrono::steady_clock::time_point::max() && enough(got))
-      settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-  }
-}
-
-// The events of one QP among them.
-Events of(const Events& all, const ibv_qp* qp) {
-  Events out;
-  for (const auto& e : all)
-    if (e.starts_with(qp_name(qp))) out.push_back(e);
-  return out;
-}
 
 int to_err(ibv_qp* qp) {
   ibv_qp_attr a{};

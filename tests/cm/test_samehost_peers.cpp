@@ -16,8 +16,11 @@
 // tests trace it, and stop it exactly at a copy's system call (its pin held), then give it
 // SIGSTOP and let it go, so that it sits stopped (state T). The exec'ing target is
 // uiwarp-datapath-exec-target (exec_target.cpp).
+#include "async_events.hpp"
 #include "connected_pair.hpp"
+#include "peer_program.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -199,15 +202,9 @@ TEST_CASE("a same-host peer stopped in a copy holds back only the deregistration
   PeerGuard guard{peer}; // before `target` goes
   target.opt.buf_size = 4 << 20;
   target.setup(sid);
-  struct {
-    std::uint64_t addr;
-    std::uint32_t rkey, length;
-  } range{reinterpret_cast<std::uintptr_t>(target.buf.data()), target.mr->rkey,
-          static_cast<std::uint32_t>(target.buf.size())};
-  rdma_conn_param cp{};
-  cp.private_data = &range;
-  cp.private_data_len = sizeof range;
-  REQUIRE(rdma_accept(sid, &cp) == 0);
+  REQUIRE(peer::accept_offering(sid, {reinterpret_cast<std::uintptr_t>(target.buf.data()),
+                                      target.mr->rkey,
+                                      static_cast<std::uint32_t>(target.buf.size())}) == 0);
   rdma_cm_event* e = nullptr;
   REQUIRE(rdma_get_cm_event(target.id->channel, &e) == 0);
   REQUIRE(e->event == RDMA_CM_EVENT_ESTABLISHED);
@@ -366,14 +363,8 @@ TEST_CASE("an initiator killed in the middle of a Send leaves the receive it fil
   Side target;
   target.opt.buf_size = kSend;
   target.setup(sid);
-  struct {
-    std::uint64_t addr;
-    std::uint32_t rkey, length;
-  } range{reinterpret_cast<std::uintptr_t>(target.buf.data()), target.mr->rkey, kSend};
-  rdma_conn_param cp{};
-  cp.private_data = &range;
-  cp.private_data_len = sizeof range;
-  REQUIRE(rdma_accept(sid, &cp) == 0);
+  REQUIRE(peer::accept_offering(sid, {reinterpret_cast<std::uintptr_t>(target.buf.data()),
+                                      target.mr->rkey, kSend}) == 0);
   expect_event(target.id->channel, RDMA_CM_EVENT_ESTABLISHED);
 
   // No receive is posted yet: the Send's first FPDU waits for one (recv-wait-ms, 2 s), and the
@@ -479,14 +470,8 @@ TEST_CASE("Sends from two initiator processes into one SRQ: each receive taken o
     qa.cap.max_send_wr = 4;
     qa.cap.max_send_sge = 1;
     REQUIRE(rdma_create_qp(sid, pd, &qa) == 0);
-    struct {
-      std::uint64_t addr;
-      std::uint32_t rkey, length;
-    } range{0, 0, kMsg}; // the sender reads only the length: it sends, it writes nothing
-    rdma_conn_param cp{};
-    cp.private_data = &range;
-    cp.private_data_len = sizeof range;
-    REQUIRE(rdma_accept(sid, &cp) == 0);
+    // The sender reads only the length: it sends, it writes nothing.
+    REQUIRE(peer::accept_offering(sid, {0, 0, kMsg}) == 0);
     expect_event(t.ch, RDMA_CM_EVENT_ESTABLISHED);
     REQUIRE(senders.back()->line() == "posted");
   }
@@ -541,22 +526,14 @@ TEST_CASE("Sends from two initiator processes into one SRQ: each receive taken o
   }
   // Each QP of the SRQ, its connection gone, says so once (IBV_EVENT_QP_LAST_WQE_REACHED); taken
   // here, before the QPs go, as a program must, and not left to the context's next user.
-  ibv_context* verbs = ids[0]->verbs;
-  const int fd = verbs->async_fd;
-  REQUIRE(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) == 0);
-  std::map<ibv_qp*, int> last_wqe;
-  for (int i = 0; i < 10'000 && last_wqe.size() < ids.size(); ++i) {
-    ibv_async_event ev{};
-    if (ibv_get_async_event(verbs, &ev) != 0) {
-      std::this_thread::sleep_for(1ms);
-      continue;
-    }
-    if (ev.event_type == IBV_EVENT_QP_LAST_WQE_REACHED) ++last_wqe[ev.element.qp];
-    ibv_ack_async_event(&ev);
-  }
-  REQUIRE(::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+  const auto last_wqe = [](const Events& e, const ibv_qp* qp) {
+    return std::count(e.begin(), e.end(), line(IBV_EVENT_QP_LAST_WQE_REACHED, qp));
+  };
+  const Events all = collect(ids[0]->verbs, [&](const Events& e) {
+    return std::all_of(ids.begin(), ids.end(), [&](rdma_cm_id* id) { return last_wqe(e, id->qp); });
+  });
   for (rdma_cm_id* id : ids)
-    CHECK(last_wqe[id->qp] == 1);
+    CHECK(last_wqe(all, id->qp) == 1);
   for (rdma_cm_id* id : ids) {
     rdma_destroy_qp(id);
     rdma_destroy_id(id);

@@ -18,11 +18,7 @@
 
 namespace {
 
-struct Range {
-  std::uint64_t addr;
-  std::uint32_t rkey;
-  std::uint32_t length;
-};
+using peer::Range;
 
 bool expect(rdma_event_channel* ch, rdma_cm_event_type want, Range* range = nullptr) {
   rdma_cm_event* e = nullptr;
