@@ -73,15 +73,18 @@ run_pair() {
 }
 
 # pair_wait_listen SERVER_CMD...: waits for the server of run_pair to listen (wait_listen) on
-# PAIR_PORT or the port given with -p in SERVER_CMD (the last one), in PAIR_SERVER_NS; without a
-# port it sleeps a second.
+# PAIR_PORT or the port given with -p in SERVER_CMD (the last one), in PAIR_SERVER_NS. Without
+# a port there is nothing to wait on, and the test is wrong: it fails at once.
 pair_wait_listen() {
   local port=${PAIR_PORT:-}
   while [[ -z ${PAIR_PORT:-} ]] && (($#)); do
     [[ $1 == -p ]] && port=$2
     shift
   done
-  if [[ -z $port ]]; then sleep 1; return; fi
+  if [[ -z $port ]]; then
+    echo "pair_wait_listen: no -p in the server's command and no PAIR_PORT: nothing to wait on" >&2
+    exit 1
+  fi
   wait_listen ${PAIR_SERVER_NS:+-n "$PAIR_SERVER_NS"} "$port"
 }
 
