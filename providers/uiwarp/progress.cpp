@@ -295,6 +295,10 @@ void Progress::check_timers(drive::Ns now) {
     }
     drive::QpDrive::Wake next;
     if (qp->connected()) {
+      // A buffer posted to its SRQ while another thread drove the QP (post_srq_recv then
+      // only kicks this thread): the Send that waited takes it, and what followed is read.
+      // Before the timer's look: a buffer posted before the wait ran out ends the wait.
+      if (qp->retry_srq_hold(now)) qp->drive(Driver::Release, now);
       const drive::QpDrive::Timer t = qp->policy.on_timer(now, cq_armed(qp));
       if (t.unpark) {
         set_parked(qp, false, now); // level-triggered epoll reports what is already waiting
@@ -305,9 +309,6 @@ void Progress::check_timers(drive::Ns now) {
         qp->drive(Driver::Progress, now);
       }
       if (t.send_held) qp->drive(Driver::Writable, now);
-      // A buffer posted to its SRQ while another thread drove the QP (post_srq_recv then
-      // only kicks this thread): the Send that waited takes it, and what followed is read.
-      if (qp->retry_srq_hold(now)) qp->drive(Driver::Release, now);
       // The ring's last look by a poll is old: what came after it came without a doorbell.
       if (t.ring_look) qp->drive(Driver::Progress, now);
       if (qp->connected()) next = qp->policy.poll_at(now);
