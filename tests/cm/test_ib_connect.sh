@@ -80,7 +80,8 @@ VERBS_LOG_LEVEL=3 run_pair write_bw-same-host ib_write_bw -x 1 -t 1 -p "$p" -n 2
   ib_write_bw -x 1 -t 1 -p "$p" -n 2000 127.0.0.1
 check "IB-style connect takes the same-host path: the client's Writes copied or in the ring" \
   grep -qE "drive: uiwarp0 context closed: .*; same-host Writes and Reads ([1-9][0-9]*,|.*stream through shared memory [1-9][0-9]* octets)" \
-  "$T/write_bw-same-host.client"
+  "$T/write_bw-same-host.client" ||
+  grep -E "drive:|same-host|uiwarp" "$T/write_bw-same-host.client" | tail -n 5 # why not, when not
 # The RDMA CM path is unchanged beside it.
 p=$(free_port)
 run_pair write_bw-R ib_write_bw -R -p "$p" -n 200 -- ib_write_bw -R -p "$p" -n 200 127.0.0.1
